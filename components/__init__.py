@@ -1,0 +1,1 @@
+"""Pulumi shell: components that turn the plan into resources. No decisions live here."""

@@ -1,0 +1,71 @@
+"""NumaHost: one server; its preflight, the restriction of its own services, and its slices."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_command as command
+
+from numa_kubelets import scripts
+from numa_kubelets.plan import HostPlan, Plan
+
+from .remote import remote_command
+from .numa_slice import NumaSlice, NumaSliceArgs
+
+
+@dataclass(frozen=True)
+class NumaHostArgs:
+    host: HostPlan
+    plan: Plan
+    ssh_private_key: pulumi.Output[str] | None
+    bootstrap_token: pulumi.Output[str] | None
+
+
+def connection_for(host: HostPlan, private_key: pulumi.Output[str] | None) -> command.remote.ConnectionArgs:
+    return command.remote.ConnectionArgs(
+        host=host.address,
+        port=host.ssh_port,
+        user=host.user,
+        private_key=private_key,
+        host_key=host.host_key,
+        # A host that is rebooting or slow to accept SSH gets about two minutes.
+        dial_error_limit=12,
+        per_dial_timeout=10,
+    )
+
+
+class NumaHost(pulumi.ComponentResource):
+    def __init__(self, name: str, args: NumaHostArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("numa-kubelets:index:NumaHost", name, None, opts)
+        host = args.host
+        connection = connection_for(host, args.ssh_private_key)
+        child = pulumi.ResourceOptions(parent=self)
+
+        self.preflight = remote_command(
+            f"{name}-preflight",
+            connection,
+            scripts.preflight_scripts(host, args.plan),
+            child,
+            with_delete=False,
+        )
+        after_preflight = pulumi.ResourceOptions(parent=self, depends_on=[self.preflight])
+        self.host_services = remote_command(
+            f"{name}-host-services", connection, scripts.host_services_scripts(host), after_preflight
+        )
+        self.slices = [
+            NumaSlice(
+                f"{name}-{kubelet.layout.instance}",
+                NumaSliceArgs(host, kubelet, args.plan, connection, args.bootstrap_token),
+                after_preflight,
+            )
+            for kubelet in host.kubelets
+        ]
+        self.kubelets = [numa_slice.kubelet for numa_slice in self.slices]
+        self.register_outputs(
+            {
+                "address": host.address,
+                "systemCpus": host.system_cpus.format(),
+                "preflight": self.preflight.stdout,
+            }
+        )

@@ -1,0 +1,58 @@
+"""KubeletInstance: one containerd instance and the kubelet that uses it, inside a NUMA slice."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_command as command
+
+from numa_kubelets import scripts
+from numa_kubelets.plan import HostPlan, KubeletPlan, Plan
+
+from .remote import remote_command
+
+
+@dataclass(frozen=True)
+class KubeletInstanceArgs:
+    host: HostPlan
+    kubelet: KubeletPlan
+    plan: Plan
+    connection: command.remote.ConnectionArgs
+    bootstrap_token: pulumi.Output[str] | None
+
+
+class KubeletInstance(pulumi.ComponentResource):
+    def __init__(self, name: str, args: KubeletInstanceArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("numa-kubelets:index:KubeletInstance", name, None, opts)
+        kubelet, plan = args.kubelet, args.plan
+        self.containerd = remote_command(
+            f"{name}-containerd",
+            args.connection,
+            scripts.containerd_scripts(args.host, kubelet, plan),
+            pulumi.ResourceOptions(parent=self),
+        )
+        stdin = None
+        if plan.cluster is not None:
+            if args.bootstrap_token is None:
+                raise ValueError("a cluster needs the bootstrap token")  # the config model rules this out
+            stdin = pulumi.Output.secret(
+                args.bootstrap_token.apply(lambda token: scripts.bootstrap_kubeconfig_stdin(kubelet, plan, token))
+            )
+        self.kubelet = remote_command(
+            f"{name}-kubelet",
+            args.connection,
+            scripts.kubelet_scripts(args.host, kubelet, plan),
+            pulumi.ResourceOptions(parent=self, depends_on=[self.containerd]),
+            stdin=stdin,
+        )
+        self.node_name = kubelet.node_name
+        self.register_outputs(
+            {
+                "nodeName": kubelet.node_name,
+                "unit": kubelet.layout.kubelet_unit,
+                "runtimeUnit": kubelet.layout.containerd_unit,
+                "port": kubelet.port,
+                "healthzPort": kubelet.healthz_port,
+            }
+        )

@@ -1,0 +1,33 @@
+"""The one way this program runs something on a host."""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_command as command
+
+from numa_kubelets.scripts import HostScripts
+
+
+def remote_command(
+    name: str,
+    connection: command.remote.ConnectionArgs,
+    host_scripts: HostScripts,
+    opts: pulumi.ResourceOptions,
+    stdin: pulumi.Input[str] | None = None,
+    with_delete: bool = True,
+) -> command.remote.Command:
+    """Create and update run the same idempotent script; delete runs the remove script.
+
+    Replacement deletes first: the old delete would otherwise remove the files that its
+    replacement, installed at the same paths, had just written.
+    """
+    return command.remote.Command(
+        name,
+        connection=connection,
+        create=host_scripts.apply,
+        update=host_scripts.apply,
+        delete=host_scripts.delete if with_delete else None,
+        stdin=stdin,
+        add_previous_output_in_env=False,
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(delete_before_replace=True)),
+    )

@@ -1,0 +1,1 @@
+"""Pure core of numa-kubelets: configuration, partition plan, rendering. No Pulumi imports."""

@@ -1,0 +1,297 @@
+"""The stack configuration (DESIGN.md section 3): one validated pydantic model per concept.
+
+`load_config` turns the raw `numa-kubelets:*` values into a `StackConfig` or raises
+`ConfigError` listing every problem, each with the path of the offending value.
+Checks that need the whole fleet (ports, names across hosts) live in `plan.py`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SecretStr,
+    StrictStr,
+    ValidationError,
+    model_validator,
+)
+
+from . import validators as v
+from .cpulist import CpuListError, CpuSet
+
+NAMESPACE = "numa-kubelets"
+MAX_PORT = 65535
+
+
+@dataclass(frozen=True)
+class Problem:
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}" if self.path else self.message
+
+
+class ConfigError(ValueError):
+    """The configuration is invalid; `problems` lists every finding."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = sorted(problems, key=lambda p: (p.path, p.message))
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(f"invalid {NAMESPACE} configuration ({len(self.problems)} problem(s)):\n{lines}")
+
+
+def _parse_cpulist(value: Any) -> CpuSet:
+    if isinstance(value, CpuSet):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    try:
+        return CpuSet.parse(value)
+    except CpuListError as error:
+        raise ValueError(str(error)) from None
+
+
+CpuList = Annotated[CpuSet, BeforeValidator(_parse_cpulist)]
+Port = Annotated[int, Field(ge=1, le=MAX_PORT)]
+DnsLabel = Annotated[StrictStr, AfterValidator(v.check_dns_label)]
+DnsName = Annotated[StrictStr, AfterValidator(v.check_dns_name)]
+AbsolutePath = Annotated[StrictStr, AfterValidator(v.check_absolute_path)]
+LabelKey = Annotated[StrictStr, AfterValidator(v.check_label_key)]
+LabelValue = Annotated[StrictStr, AfterValidator(v.check_label_value)]
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        populate_by_name=True,
+        arbitrary_types_allowed=True,
+        hide_input_in_errors=True,
+    )
+
+
+class NumaNodeSpec(StrictModel):
+    id: Annotated[int, Field(ge=0, le=1023)]
+    cpus: CpuList
+
+
+class KubeletSpec(StrictModel):
+    numa_node: Annotated[int, Field(alias="numaNode", ge=0, le=1023)]
+    node_name: DnsName | None = Field(default=None, alias="nodeName")
+    cpus: CpuList | None = None
+    labels: dict[LabelKey, LabelValue] = Field(default_factory=dict)
+    max_pods: Annotated[int, Field(alias="maxPods", ge=1, le=10000)] = 110
+    port: Port | None = None
+    healthz_port: Port | None = Field(default=None, alias="healthzPort")
+    read_only_port: Annotated[int, Field(alias="readOnlyPort", ge=0, le=MAX_PORT)] = 0
+
+
+class HostSpec(StrictModel):
+    name: DnsLabel
+    address: Annotated[StrictStr, AfterValidator(v.check_address)]
+    ssh_port: Port = Field(default=22, alias="sshPort")
+    user: Annotated[StrictStr, AfterValidator(v.check_unix_user)] = "root"
+    host_key: Annotated[StrictStr, AfterValidator(v.check_host_key)] | None = Field(default=None, alias="hostKey")
+    numa_nodes: list[NumaNodeSpec] = Field(alias="numaNodes", min_length=1)
+    system_cpus: CpuList | None = Field(default=None, alias="systemCpus")
+    kubelets: list[KubeletSpec] | None = None
+
+
+class ClusterSpec(StrictModel):
+    server: Annotated[StrictStr, AfterValidator(v.check_server_url)]
+    ca_cert: Annotated[StrictStr, AfterValidator(v.check_pem_certificate)] = Field(alias="caCert")
+
+
+class DemoSpec(StrictModel):
+    enabled: bool | None = None
+    namespace: DnsLabel = "numa-demo"
+    image: Annotated[StrictStr, AfterValidator(v.check_image)] = "registry.k8s.io/pause:3.10"
+    command: list[Annotated[StrictStr, AfterValidator(v.check_command_argument)]] = Field(default_factory=list)
+    ready_timeout: Annotated[StrictStr, AfterValidator(v.check_duration)] = Field(default="10m", alias="readyTimeout")
+
+
+class StackConfig(StrictModel):
+    hosts: list[HostSpec] = Field(min_length=1)
+    ssh_private_key: SecretStr | None = Field(default=None, alias="sshPrivateKey")
+    ssh_private_key_path: Annotated[StrictStr, AfterValidator(v.check_command_argument)] | None = Field(
+        default=None, alias="sshPrivateKeyPath"
+    )
+    cluster: ClusterSpec | None = None
+    bootstrap_token: SecretStr | None = Field(default=None, alias="bootstrapToken")
+    kubeconfig: SecretStr | None = None
+    demo: DemoSpec = Field(default_factory=DemoSpec)
+    kubelet_path: AbsolutePath = Field(default="/usr/bin/kubelet", alias="kubeletPath")
+    containerd_path: AbsolutePath = Field(default="/usr/bin/containerd", alias="containerdPath")
+
+    @model_validator(mode="after")
+    def _token_format(self) -> StackConfig:
+        if self.bootstrap_token is not None:
+            v.check_bootstrap_token(self.bootstrap_token.get_secret_value())
+        return self
+
+    @property
+    def demo_enabled(self) -> bool:
+        return self.demo.enabled if self.demo.enabled is not None else self.cluster is not None
+
+
+# Keys whose Pulumi config value is a JSON document rather than a plain string.
+_STRUCTURED_KEYS = {"hosts", "cluster", "demo"}
+
+
+def decode_pulumi_values(values: Mapping[str, str]) -> dict[str, Any]:
+    """Pulumi hands every config value over as a string; structured ones are JSON."""
+    decoded: dict[str, Any] = {}
+    for key, text in values.items():
+        if key in _STRUCTURED_KEYS and isinstance(text, str):
+            try:
+                decoded[key] = json.loads(text)
+            except json.JSONDecodeError:
+                decoded[key] = text  # reported by the model as the wrong type
+        else:
+            decoded[key] = text
+    return decoded
+
+
+def format_path(location: tuple[int | str, ...]) -> str:
+    path = ""
+    for part in location:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif part.startswith("function-") or part in {"str", "int", "bool"}:
+            continue  # pydantic's name for a validator, not a config key
+        else:
+            path += f".{part}" if path else part
+    return path
+
+
+def _problem_from_pydantic(error: Mapping[str, Any]) -> Problem:
+    path = format_path(tuple(error["loc"]))
+    kind = error["type"]
+    message = str(error["msg"]).removeprefix("Value error, ")
+    if kind == "extra_forbidden":
+        message = "unknown key (check the spelling against the configuration reference in README.md)"
+    elif kind == "missing":
+        message = "required key is missing"
+    return Problem(path, message)
+
+
+def load_config(raw: Mapping[str, Any]) -> StackConfig:
+    """Validate the decoded `numa-kubelets:*` values; raise ConfigError with every problem."""
+    try:
+        config = StackConfig.model_validate(dict(raw))
+    except ValidationError as error:
+        raise ConfigError([_problem_from_pydantic(e) for e in error.errors()]) from None
+    problems = semantic_problems(config)
+    if problems:
+        raise ConfigError(problems)
+    return config
+
+
+def semantic_problems(config: StackConfig) -> list[Problem]:
+    """Checks across fields of one stack that pydantic's per-field validation cannot make."""
+    problems: list[Problem] = []
+    if config.ssh_private_key is not None and config.ssh_private_key_path is not None:
+        problems.append(Problem("sshPrivateKeyPath", "set either sshPrivateKey or sshPrivateKeyPath, not both"))
+    if config.cluster is not None and config.bootstrap_token is None:
+        problems.append(Problem("bootstrapToken", "required when cluster is set (each kubelet joins with it)"))
+    if config.cluster is None and config.bootstrap_token is not None:
+        problems.append(Problem("bootstrapToken", "set, but there is no cluster to join"))
+    if config.cluster is None and config.demo.enabled:
+        problems.append(Problem("demo.enabled", "demo pods need a cluster; set cluster or disable the demo"))
+    for index, host in enumerate(config.hosts):
+        problems.extend(host_problems(host, f"hosts[{index}]"))
+    return problems
+
+
+def host_problems(host: HostSpec, path: str) -> list[Problem]:
+    problems: list[Problem] = []
+    node_cpus: dict[int, CpuSet] = {}
+    owner_of_cpu: dict[int, int] = {}
+    for index, node in enumerate(host.numa_nodes):
+        node_path = f"{path}.numaNodes[{index}]"
+        if node.id in node_cpus:
+            problems.append(Problem(f"{node_path}.id", f"NUMA node {node.id} is declared twice"))
+            continue
+        node_cpus[node.id] = node.cpus
+        for cpu in node.cpus:
+            if cpu in owner_of_cpu:
+                problems.append(
+                    Problem(f"{node_path}.cpus", f"CPU {cpu} is also on NUMA node {owner_of_cpu[cpu]}")
+                )
+            else:
+                owner_of_cpu[cpu] = node.id
+    all_cpus = CpuSet(owner_of_cpu)
+    if not all_cpus:
+        problems.append(Problem(f"{path}.numaNodes", "no NUMA node has CPUs"))
+        return problems
+
+    system_cpus = host.system_cpus if host.system_cpus is not None else default_system_cpus(host)
+    if host.system_cpus is not None:
+        stray = host.system_cpus - all_cpus
+        if stray:
+            problems.append(Problem(f"{path}.systemCpus", f"CPUs {stray} are on no declared NUMA node"))
+        if not host.system_cpus:
+            problems.append(Problem(f"{path}.systemCpus", "must name at least one CPU for the host's own services"))
+
+    if host.kubelets is None:
+        for index, node in enumerate(host.numa_nodes):
+            if node.cpus and not node.cpus - system_cpus:
+                problems.append(
+                    Problem(
+                        f"{path}.systemCpus",
+                        f"takes every CPU of NUMA node {node.id} (cpus {node.cpus}), leaving its kubelet none; "
+                        "shrink systemCpus or list kubelets explicitly",
+                    )
+                )
+        return problems
+
+    seen_nodes: dict[int, int] = {}
+    for index, kubelet in enumerate(host.kubelets):
+        kubelet_path = f"{path}.kubelets[{index}]"
+        if kubelet.numa_node not in node_cpus:
+            declared = ",".join(str(i) for i in sorted(node_cpus))
+            problems.append(
+                Problem(f"{kubelet_path}.numaNode", f"NUMA node {kubelet.numa_node} is not declared (declared: {declared})")
+            )
+            continue
+        if kubelet.numa_node in seen_nodes:
+            problems.append(
+                Problem(
+                    f"{kubelet_path}.numaNode",
+                    f"NUMA node {kubelet.numa_node} already has a kubelet (kubelets[{seen_nodes[kubelet.numa_node]}])",
+                )
+            )
+        seen_nodes.setdefault(kubelet.numa_node, index)
+        own = node_cpus[kubelet.numa_node]
+        if kubelet.cpus is not None:
+            for cpu in kubelet.cpus - own:
+                problems.append(
+                    Problem(f"{kubelet_path}.cpus", f"CPU {cpu} is not on NUMA node {kubelet.numa_node} (cpus {own or 'none'})")
+                )
+            if not kubelet.cpus:
+                problems.append(Problem(f"{kubelet_path}.cpus", "must name at least one CPU"))
+        elif not own:
+            problems.append(Problem(f"{kubelet_path}.numaNode", f"NUMA node {kubelet.numa_node} has no CPUs"))
+        elif not own - system_cpus:
+            problems.append(
+                Problem(
+                    f"{kubelet_path}.cpus",
+                    f"NUMA node {kubelet.numa_node} (cpus {own}) has no CPU left after systemCpus {system_cpus}; "
+                    "set cpus explicitly or shrink systemCpus",
+                )
+            )
+    return problems
+
+
+def default_system_cpus(host: HostSpec) -> CpuSet:
+    """The lowest CPU of each NUMA node that has CPUs."""
+    return CpuSet(node.cpus.lowest() for node in host.numa_nodes if node.cpus)

@@ -1,0 +1,29 @@
+"""The plain stack outputs derived from the plan (DESIGN.md section 5)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .plan import Plan
+
+
+def hosts_output(plan: Plan) -> dict[str, Any]:
+    return {
+        host.name: {
+            "systemCpus": host.system_cpus.format(),
+            "kubelets": {
+                kubelet.node_name: {
+                    "numaNode": kubelet.numa_node,
+                    "cpus": kubelet.cpus.format(),
+                    "mems": kubelet.mems.format(),
+                    "port": kubelet.port,
+                    "healthzPort": kubelet.healthz_port,
+                    "labels": kubelet.label_map,
+                    "slice": kubelet.layout.slice,
+                    "unit": kubelet.layout.kubelet_unit,
+                }
+                for kubelet in host.kubelets
+            },
+        }
+        for host in plan.hosts
+    }

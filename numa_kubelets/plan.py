@@ -1,0 +1,312 @@
+"""The partition plan: which CPUs, memory node, names, ports and directories each kubelet gets.
+
+`build_plan` is the one place that answers "which CPUs does numa1.slice get?".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .config import ConfigError, HostSpec, KubeletSpec, Problem, StackConfig, default_system_cpus
+from .cpulist import CpuSet
+
+BASE_PORT = 10250
+BASE_HEALTHZ_PORT = 10248
+PORT_STRIDE = 100
+HOST_LABEL = "numa-kubelets.io/host"
+NUMA_NODE_LABEL = "numa-kubelets.io/numa-node"
+# Ports of control-plane and node components that may share a host with our kubelets.
+RESERVED_PORTS: dict[int, str] = {
+    6443: "kube-apiserver",
+    2379: "etcd client",
+    2380: "etcd peer",
+    10249: "kube-proxy metrics",
+    10256: "kube-proxy health",
+    10257: "kube-controller-manager",
+    10259: "kube-scheduler",
+}
+
+
+@dataclass(frozen=True)
+class InstanceLayout:
+    """Everything on the host that belongs to one NUMA node's kubelet, by name."""
+
+    instance: str  # "numa<N>": also the kubelet's cgroupRoot name, so no '-' or '_'
+
+    @property
+    def slice(self) -> str:
+        return f"{self.instance}.slice"
+
+    @property
+    def slice_path(self) -> str:
+        return f"/etc/systemd/system/{self.slice}"
+
+    @property
+    def cgroup_root(self) -> str:
+        return f"/{self.instance}"
+
+    @property
+    def kubelet_unit(self) -> str:
+        return f"kubelet@{self.instance}.service"
+
+    @property
+    def containerd_unit(self) -> str:
+        return f"containerd@{self.instance}.service"
+
+    @property
+    def config_dir(self) -> str:
+        return f"/etc/numa-kubelets/{self.instance}"
+
+    @property
+    def kubelet_config(self) -> str:
+        return f"{self.config_dir}/kubelet-config.yaml"
+
+    @property
+    def kubelet_config_dropin_dir(self) -> str:
+        return f"/run/numa-kubelets/{self.instance}/kubelet.conf.d"
+
+    @property
+    def reserve_script(self) -> str:
+        return f"{self.config_dir}/reserve-other-numa-nodes.sh"
+
+    @property
+    def bootstrap_kubeconfig(self) -> str:
+        return f"{self.config_dir}/bootstrap-kubeconfig"
+
+    @property
+    def ca_cert(self) -> str:
+        return f"{self.config_dir}/ca.crt"
+
+    @property
+    def containerd_config(self) -> str:
+        return f"{self.config_dir}/containerd.toml"
+
+    @property
+    def root_dir(self) -> str:
+        return f"/var/lib/kubelet-{self.instance}"
+
+    @property
+    def kubeconfig(self) -> str:
+        return f"{self.root_dir}/kubeconfig"
+
+    @property
+    def cert_dir(self) -> str:
+        return f"{self.root_dir}/pki"
+
+    @property
+    def device_plugins_dir(self) -> str:
+        return f"{self.root_dir}/device-plugins"
+
+    @property
+    def pod_logs_dir(self) -> str:
+        return f"/var/log/pods-{self.instance}"
+
+    @property
+    def containerd_root(self) -> str:
+        return f"/var/lib/containerd-{self.instance}"
+
+    @property
+    def containerd_state(self) -> str:
+        return f"/run/containerd-{self.instance}"
+
+    @property
+    def containerd_socket(self) -> str:
+        return f"{self.containerd_state}/containerd.sock"
+
+    @property
+    def containerd_private_run(self) -> str:
+        """Bound over /run/containerd inside this instance: shims and runc state stay apart."""
+        return f"{self.containerd_state}/run"
+
+    @property
+    def kubelet_unit_path(self) -> str:
+        return f"/etc/systemd/system/{self.kubelet_unit}"
+
+    @property
+    def containerd_unit_path(self) -> str:
+        return f"/etc/systemd/system/{self.containerd_unit}"
+
+
+# Shared, hard-coded kubelet paths that each instance gets a private copy of (DESIGN.md section 6).
+SHARED_DEVICE_PLUGINS_DIR = "/var/lib/kubelet/device-plugins"
+SHARED_CONTAINERD_RUN = "/run/containerd"
+
+
+@dataclass(frozen=True)
+class KubeletPlan:
+    host: str
+    numa_node: int
+    index: int
+    node_name: str
+    cpus: CpuSet
+    mems: CpuSet
+    labels: tuple[tuple[str, str], ...]
+    max_pods: int
+    port: int
+    healthz_port: int
+    read_only_port: int
+    reserved_cpus: int  # CPUs of the machine outside this kubelet's slice, as systemReserved.cpu
+    layout: InstanceLayout
+
+    @property
+    def label_map(self) -> dict[str, str]:
+        return dict(self.labels)
+
+    @property
+    def user_labels(self) -> dict[str, str]:
+        return {k: v for k, v in self.labels if k not in (HOST_LABEL, NUMA_NODE_LABEL)}
+
+
+@dataclass(frozen=True)
+class HostPlan:
+    name: str
+    address: str
+    ssh_port: int
+    user: str
+    host_key: str | None
+    numa_nodes: tuple[tuple[int, CpuSet], ...]
+    system_cpus: CpuSet
+    system_mems: CpuSet
+    kubelets: tuple[KubeletPlan, ...]
+
+    @property
+    def online_cpus(self) -> CpuSet:
+        result = CpuSet()
+        for _, cpus in self.numa_nodes:
+            result = result | cpus
+        return result
+
+
+@dataclass(frozen=True)
+class ClusterPlan:
+    server: str
+    ca_cert: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    hosts: tuple[HostPlan, ...]
+    cluster: ClusterPlan | None
+    kubelet_path: str
+    containerd_path: str
+    demo_enabled: bool
+
+    @property
+    def kubelets(self) -> tuple[KubeletPlan, ...]:
+        return tuple(k for h in self.hosts for k in h.kubelets)
+
+
+def kubelet_specs(host: HostSpec) -> list[tuple[int | None, KubeletSpec]]:
+    """The host's kubelets ordered by NUMA id, with their position in the config (None: defaulted)."""
+    if host.kubelets is None:
+        specs = [(None, KubeletSpec(numaNode=node.id)) for node in host.numa_nodes if node.cpus]
+    else:
+        specs = list(enumerate(host.kubelets))
+    return sorted(specs, key=lambda item: item[1].numa_node)
+
+
+def plan_host(host: HostSpec) -> HostPlan:
+    node_cpus = {node.id: node.cpus for node in host.numa_nodes}
+    system_cpus = host.system_cpus if host.system_cpus is not None else default_system_cpus(host)
+    online = CpuSet()
+    for cpus in node_cpus.values():
+        online = online | cpus
+    kubelets = []
+    for index, (_, spec) in enumerate(kubelet_specs(host)):
+        cpus = spec.cpus if spec.cpus is not None else node_cpus[spec.numa_node] - system_cpus
+        labels = {
+            **spec.labels,
+            HOST_LABEL: host.name,
+            NUMA_NODE_LABEL: str(spec.numa_node),
+        }
+        kubelets.append(
+            KubeletPlan(
+                host=host.name,
+                numa_node=spec.numa_node,
+                index=index,
+                node_name=spec.node_name or f"{host.name}-numa{spec.numa_node}",
+                cpus=cpus,
+                mems=CpuSet([spec.numa_node]),
+                labels=tuple(sorted(labels.items())),
+                max_pods=spec.max_pods,
+                port=spec.port if spec.port is not None else BASE_PORT + PORT_STRIDE * index,
+                healthz_port=spec.healthz_port if spec.healthz_port is not None else BASE_HEALTHZ_PORT + PORT_STRIDE * index,
+                read_only_port=spec.read_only_port,
+                reserved_cpus=len(online) - len(cpus),
+                layout=InstanceLayout(f"numa{spec.numa_node}"),
+            )
+        )
+    return HostPlan(
+        name=host.name,
+        address=host.address,
+        ssh_port=host.ssh_port,
+        user=host.user,
+        host_key=host.host_key,
+        numa_nodes=tuple(sorted(node_cpus.items())),
+        system_cpus=system_cpus,
+        system_mems=CpuSet(node_cpus),
+        kubelets=tuple(kubelets),
+    )
+
+
+def build_plan(config: StackConfig) -> Plan:
+    """Turn a validated config into the plan; raise ConfigError on fleet-wide conflicts."""
+    hosts = tuple(plan_host(host) for host in config.hosts)
+    problems = fleet_problems(config, hosts)
+    if problems:
+        raise ConfigError(problems)
+    return Plan(
+        hosts=hosts,
+        cluster=ClusterPlan(config.cluster.server, config.cluster.ca_cert) if config.cluster else None,
+        kubelet_path=config.kubelet_path,
+        containerd_path=config.containerd_path,
+        demo_enabled=config.demo_enabled,
+    )
+
+
+def _kubelet_path(config: StackConfig, host_index: int, numa_node: int) -> str:
+    """Config path of a kubelet: its entry in `kubelets`, or the host when it was defaulted."""
+    host = config.hosts[host_index]
+    for position, spec in kubelet_specs(host):
+        if spec.numa_node == numa_node and position is not None:
+            return f"hosts[{host_index}].kubelets[{position}]"
+    return f"hosts[{host_index}]"
+
+
+def fleet_problems(config: StackConfig, hosts: tuple[HostPlan, ...]) -> list[Problem]:
+    problems: list[Problem] = []
+    host_names: dict[str, int] = {}
+    endpoints: dict[tuple[str, int], int] = {}
+    node_names: dict[str, str] = {}
+    for host_index, host in enumerate(hosts):
+        if host.name in host_names:
+            problems.append(Problem(f"hosts[{host_index}].name", f"{host.name!r} is already the name of hosts[{host_names[host.name]}]"))
+        host_names.setdefault(host.name, host_index)
+        endpoint = (host.address.lower(), host.ssh_port)
+        if endpoint in endpoints:
+            problems.append(
+                Problem(f"hosts[{host_index}].address", f"{host.address}:{host.ssh_port} is also hosts[{endpoints[endpoint]}]")
+            )
+        endpoints.setdefault(endpoint, host_index)
+
+        taken: dict[int, str] = {port: name for port, name in RESERVED_PORTS.items()}
+        taken[host.ssh_port] = "sshd"
+        for kubelet in host.kubelets:
+            path = _kubelet_path(config, host_index, kubelet.numa_node)
+            explicit = ".kubelets[" in path
+            if kubelet.node_name in node_names:
+                field_path = f"{path}.nodeName" if explicit else path
+                problems.append(Problem(field_path, f"node name {kubelet.node_name!r} is already used by {node_names[kubelet.node_name]}"))
+            node_names.setdefault(kubelet.node_name, path)
+            for key, port in (("port", kubelet.port), ("healthzPort", kubelet.healthz_port), ("readOnlyPort", kubelet.read_only_port)):
+                if port == 0:
+                    continue
+                owner = f"{kubelet.layout.instance} {key}"
+                if port in taken:
+                    field_path = f"{path}.{key}" if explicit else path
+                    problems.append(Problem(field_path, f"port {port} collides with {taken[port]} on host {host.name}"))
+                else:
+                    taken[port] = owner
+            if kubelet.port > 65535 or kubelet.healthz_port > 65535:
+                problems.append(Problem(path, "default ports run past 65535; set port and healthzPort explicitly"))
+    return problems

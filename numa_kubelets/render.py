@@ -1,0 +1,272 @@
+"""Every file a host receives, rendered from the plan. Pure and deterministic."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import yaml
+
+from .plan import SHARED_CONTAINERD_RUN, SHARED_DEVICE_PLUGINS_DIR, ClusterPlan, HostPlan, KubeletPlan, Plan
+
+KUBELET_CONFIG_API = "kubelet.config.k8s.io/v1beta1"
+HEADER = "# Managed by numa-kubelets (Pulumi). Local edits are overwritten on the next update.\n"
+DROPIN_NAME = "50-numa-kubelets.conf"
+
+
+@dataclass(frozen=True)
+class HostFile:
+    path: str
+    content: str
+    mode: str = "0644"
+
+
+@dataclass(frozen=True)
+class HostServiceUnit:
+    """A unit the host's own processes live in, and the section its cpuset settings go in."""
+
+    unit: str
+    section: str
+
+    @property
+    def dropin_path(self) -> str:
+        return f"/etc/systemd/system/{self.unit}.d/{DROPIN_NAME}"
+
+
+HOST_SERVICE_UNITS = (
+    HostServiceUnit("system.slice", "Slice"),
+    HostServiceUnit("init.scope", "Scope"),
+    HostServiceUnit("user.slice", "Slice"),
+)
+
+
+def _yaml(document: dict) -> str:
+    return yaml.safe_dump(document, sort_keys=False, default_flow_style=False)
+
+
+def host_service_dropins(host: HostPlan) -> list[HostFile]:
+    return [
+        HostFile(
+            unit.dropin_path,
+            HEADER
+            + "# Keeps the host's own processes off the CPUs given to the NUMA kubelets.\n"
+            + f"[{unit.section}]\n"
+            + f"AllowedCPUs={host.system_cpus}\n"
+            + f"AllowedMemoryNodes={host.system_mems}\n",
+        )
+        for unit in HOST_SERVICE_UNITS
+    ]
+
+
+def slice_unit(kubelet: KubeletPlan) -> HostFile:
+    return HostFile(
+        kubelet.layout.slice_path,
+        HEADER
+        + "[Unit]\n"
+        + f"Description=numa-kubelets: NUMA node {kubelet.numa_node} of {kubelet.host} "
+        + f"(CPUs {kubelet.cpus}, memory node {kubelet.mems})\n"
+        + "Before=slices.target\n"
+        + "\n"
+        + "[Slice]\n"
+        + f"AllowedCPUs={kubelet.cpus}\n"
+        + f"AllowedMemoryNodes={kubelet.mems}\n",
+    )
+
+
+def containerd_config(kubelet: KubeletPlan) -> HostFile:
+    layout = kubelet.layout
+    cri = 'plugins."io.containerd.grpc.v1.cri"'
+    return HostFile(
+        layout.containerd_config,
+        HEADER
+        + "version = 2\n"
+        + f'root = "{layout.containerd_root}"\n'
+        + f'state = "{layout.containerd_state}"\n'
+        + "\n[grpc]\n"
+        + f'  address = "{layout.containerd_socket}"\n'
+        + "\n[ttrpc]\n"
+        + f'  address = "{layout.containerd_socket}.ttrpc"\n'
+        + "\n[debug]\n"
+        + f'  address = "{layout.containerd_state}/debug.sock"\n'
+        + f"\n[{cri}]\n"
+        + '  stream_server_address = "127.0.0.1"\n'
+        + '  stream_server_port = "0"\n'
+        + f"\n[{cri}.containerd.runtimes.runc]\n"
+        + '  runtime_type = "io.containerd.runc.v2"\n'
+        + f"\n[{cri}.containerd.runtimes.runc.options]\n"
+        + "  SystemdCgroup = true\n",
+    )
+
+
+def containerd_unit(kubelet: KubeletPlan, containerd_path: str) -> HostFile:
+    layout = kubelet.layout
+    run_dir = layout.containerd_state.removeprefix("/run/")
+    return HostFile(
+        layout.containerd_unit_path,
+        HEADER
+        + "[Unit]\n"
+        + f"Description=numa-kubelets: containerd for NUMA node {kubelet.numa_node} (CPUs {kubelet.cpus})\n"
+        + "Documentation=https://containerd.io\n"
+        + "After=network.target local-fs.target\n"
+        + "\n"
+        + "[Service]\n"
+        + "Type=notify\n"
+        + f"Slice={layout.slice}\n"
+        + f"ExecStart={containerd_path} --config {layout.containerd_config}\n"
+        # Shims and runc keep state under the hard-coded /run/containerd: one private copy each.
+        + f"RuntimeDirectory={run_dir} {run_dir}/run\n"
+        + "RuntimeDirectoryPreserve=yes\n"
+        + f"BindPaths={layout.containerd_private_run}:{SHARED_CONTAINERD_RUN}\n"
+        + "Delegate=yes\n"
+        # Containers outlive a restart of their runtime, as with the upstream unit.
+        + "KillMode=process\n"
+        + "Restart=always\n"
+        + "RestartSec=5\n"
+        + "LimitNPROC=infinity\n"
+        + "LimitCORE=infinity\n"
+        + "TasksMax=infinity\n"
+        + "OOMScoreAdjust=-999\n"
+        + "\n"
+        + "[Install]\n"
+        + "WantedBy=multi-user.target\n",
+    )
+
+
+def kubelet_config(kubelet: KubeletPlan, cluster: ClusterPlan | None) -> HostFile:
+    layout = kubelet.layout
+    if cluster is not None:
+        authentication = {
+            "anonymous": {"enabled": False},
+            "webhook": {"enabled": True},
+            "x509": {"clientCAFile": layout.ca_cert},
+        }
+        authorization = {"mode": "Webhook"}
+    else:
+        authentication = {"anonymous": {"enabled": False}, "webhook": {"enabled": False}}
+        authorization = {"mode": "AlwaysAllow"}
+    document = {
+        "apiVersion": KUBELET_CONFIG_API,
+        "kind": "KubeletConfiguration",
+        "cgroupDriver": "systemd",
+        "cgroupRoot": layout.cgroup_root,
+        "containerRuntimeEndpoint": f"unix://{layout.containerd_socket}",
+        "port": kubelet.port,
+        "healthzBindAddress": "127.0.0.1",
+        "healthzPort": kubelet.healthz_port,
+        "readOnlyPort": kubelet.read_only_port,
+        "maxPods": kubelet.max_pods,
+        "podLogsDir": layout.pod_logs_dir,
+        "enforceNodeAllocatable": ["pods"],
+        "rotateCertificates": cluster is not None,
+        "authentication": authentication,
+        "authorization": authorization,
+    }
+    return HostFile(layout.kubelet_config, HEADER + _yaml(document))
+
+
+def reserve_script(kubelet: KubeletPlan) -> HostFile:
+    """Run before the kubelet starts: reserve what lies outside its NUMA node.
+
+    A kubelet reports the whole machine as capacity. The CPU share is known from the plan;
+    the memory of a NUMA node is only known on the host, so it is read there.
+    """
+    layout = kubelet.layout
+    dropin_dir = layout.kubelet_config_dropin_dir
+    return HostFile(
+        layout.reserve_script,
+        "#!/bin/sh\n"
+        + HEADER
+        + "set -eu\n"
+        + f"node_kib=$(awk '$3 == \"MemTotal:\" {{ print $4 }}' /sys/devices/system/node/node{kubelet.numa_node}/meminfo)\n"
+        + "total_kib=$(awk '$1 == \"MemTotal:\" { print $2 }' /proc/meminfo)\n"
+        + f"mkdir -p {dropin_dir}\n"
+        + f"cat > {dropin_dir}/.50-system-reserved.conf.tmp <<EOF\n"
+        + f"apiVersion: {KUBELET_CONFIG_API}\n"
+        + "kind: KubeletConfiguration\n"
+        + "systemReserved:\n"
+        + f'  cpu: "{kubelet.reserved_cpus}"\n'
+        + '  memory: "$((total_kib - node_kib))Ki"\n'
+        + "EOF\n"
+        + f"mv -f {dropin_dir}/.50-system-reserved.conf.tmp {dropin_dir}/50-system-reserved.conf\n",
+        mode="0755",
+    )
+
+
+def kubelet_arguments(kubelet: KubeletPlan, cluster: ClusterPlan | None) -> list[str]:
+    layout = kubelet.layout
+    node_labels = ",".join(f"{key}={value}" for key, value in kubelet.labels)
+    arguments = [
+        f"--config={layout.kubelet_config}",
+        f"--config-dir={layout.kubelet_config_dropin_dir}",
+        f"--root-dir={layout.root_dir}",
+        f"--cert-dir={layout.cert_dir}",
+        f"--hostname-override={kubelet.node_name}",
+        f"--node-labels={node_labels}",
+    ]
+    if cluster is not None:
+        arguments += [
+            f"--bootstrap-kubeconfig={layout.bootstrap_kubeconfig}",
+            f"--kubeconfig={layout.kubeconfig}",
+        ]
+    return arguments
+
+
+def kubelet_unit(kubelet: KubeletPlan, plan: Plan) -> HostFile:
+    layout = kubelet.layout
+    arguments = " \\\n    ".join(kubelet_arguments(kubelet, plan.cluster))
+    return HostFile(
+        layout.kubelet_unit_path,
+        HEADER
+        + "[Unit]\n"
+        + f"Description=numa-kubelets: kubelet {kubelet.node_name} on NUMA node {kubelet.numa_node} "
+        + f"(CPUs {kubelet.cpus})\n"
+        + "Documentation=https://kubernetes.io/docs/reference/command-line-tools-reference/kubelet/\n"
+        # Wants, not Requires: restarting the runtime must not restart the kubelet.
+        + f"Wants={layout.containerd_unit} network-online.target\n"
+        + f"After={layout.containerd_unit} network-online.target\n"
+        + "\n"
+        + "[Service]\n"
+        + f"Slice={layout.slice}\n"
+        + f"ExecStartPre=/bin/sh {layout.reserve_script}\n"
+        + f"ExecStart={plan.kubelet_path} \\\n    {arguments}\n"
+        # The device-plugin socket path is hard-coded and a starting kubelet deletes foreign sockets.
+        + f"BindPaths={layout.device_plugins_dir}:{SHARED_DEVICE_PLUGINS_DIR}\n"
+        + "Restart=always\n"
+        + "RestartSec=5\n"
+        + "\n"
+        + "[Install]\n"
+        + "WantedBy=multi-user.target\n",
+    )
+
+
+def bootstrap_kubeconfig(kubelet: KubeletPlan, cluster: ClusterPlan, token: str) -> HostFile:
+    """Secret content: the caller keeps it inside a Pulumi secret."""
+    document = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {"name": "numa-kubelets", "cluster": {"server": cluster.server, "certificate-authority": kubelet.layout.ca_cert}}
+        ],
+        "contexts": [{"name": "kubelet-bootstrap", "context": {"cluster": "numa-kubelets", "user": "kubelet-bootstrap"}}],
+        "current-context": "kubelet-bootstrap",
+        "users": [{"name": "kubelet-bootstrap", "user": {"token": token}}],
+    }
+    return HostFile(kubelet.layout.bootstrap_kubeconfig, _yaml(document), mode="0600")
+
+
+def ca_certificate(kubelet: KubeletPlan, cluster: ClusterPlan) -> HostFile:
+    return HostFile(kubelet.layout.ca_cert, cluster.ca_cert)
+
+
+def kubelet_files(kubelet: KubeletPlan, plan: Plan) -> list[HostFile]:
+    """The kubelet's non-secret files, in the order they are installed."""
+    files = [kubelet_config(kubelet, plan.cluster), reserve_script(kubelet)]
+    if plan.cluster is not None:
+        files.append(ca_certificate(kubelet, plan.cluster))
+    files.append(kubelet_unit(kubelet, plan))
+    return files
+
+
+def containerd_files(kubelet: KubeletPlan, plan: Plan) -> list[HostFile]:
+    return [containerd_config(kubelet), containerd_unit(kubelet, plan.containerd_path)]
+
+

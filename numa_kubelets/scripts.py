@@ -1,0 +1,275 @@
+"""Shell scripts run on a host, as data: each resource gets an apply script and a remove script.
+
+Rules every script follows:
+- `set -eu`; every interpolated value is quoted with shlex.quote (values are validated too).
+- File contents travel in quoted heredocs (no expansion); secrets only on stdin.
+- Files are written atomically (temp file in the same directory, then rename) and only when
+  their content or mode differs, so a second run changes nothing and restarts nothing.
+- A change first leaves a restart marker under /run; the marker is cleared only after the
+  restart succeeded, so a run interrupted midway converges on the next run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shlex
+from dataclasses import dataclass
+
+from .plan import SHARED_DEVICE_PLUGINS_DIR, HostPlan, KubeletPlan, Plan
+from .render import (
+    HOST_SERVICE_UNITS,
+    HostFile,
+    bootstrap_kubeconfig,
+    containerd_files,
+    host_service_dropins,
+    kubelet_files,
+    slice_unit,
+)
+
+MIN_SYSTEMD = 244
+PENDING_DIR = "/run/numa-kubelets/pending"
+q = shlex.quote
+
+PRELUDE = f"""\
+set -eu
+umask 022
+pending_dir={q(PENDING_DIR)}
+tmp=
+trap 'if [ -n "$tmp" ]; then rm -f "$tmp"; fi' EXIT
+# write_file PATH MODE MARKER < content: atomic; on a change, leaves MARKER pending first.
+write_file() {{
+  mkdir -p "$(dirname "$1")"
+  tmp=$(mktemp "$1.numa-kubelets.XXXXXX")
+  cat > "$tmp"
+  chmod "$2" "$tmp"
+  if [ -f "$1" ] && [ "$(stat -c %a "$1")" = "$(stat -c %a "$tmp")" ] && cmp -s "$tmp" "$1"; then
+    rm -f "$tmp"
+  else
+    mkdir -p "$pending_dir" && touch "$pending_dir/$3"
+    mv -f "$tmp" "$1"
+  fi
+  tmp=
+}}
+is_pending() {{ [ -e "$pending_dir/$1" ]; }}
+done_pending() {{ rm -f "$pending_dir/$1"; }}
+"""
+
+
+@dataclass(frozen=True)
+class HostScripts:
+    """The apply script (create and update) and the remove script of one remote command."""
+
+    apply: str
+    delete: str
+
+
+def _heredoc_delimiter(content: str) -> str:
+    delimiter = "NUMA_KUBELETS_" + hashlib.sha256(content.encode()).hexdigest()[:16].upper()
+    if delimiter in content.splitlines():
+        raise ValueError("heredoc delimiter occurs in the content")  # impossible short of a hash collision
+    return delimiter
+
+
+def write_file_step(file: HostFile, marker: str) -> str:
+    if not file.content.endswith("\n"):
+        raise ValueError(f"{file.path}: content must end with a newline")
+    delimiter = _heredoc_delimiter(file.content)
+    return f"write_file {q(file.path)} {q(file.mode)} {q(marker)} <<'{delimiter}'\n{file.content}{delimiter}\n"
+
+
+def _script(title: str, *steps: str) -> str:
+    return f"# numa-kubelets: {title}\n" + PRELUDE + "".join(steps)
+
+
+def run_as(user: str, script: str) -> str:
+    """Scripts need root; a non-root SSH user goes through passwordless sudo."""
+    if user == "root":
+        return script
+    return f"sudo -n /bin/sh -c {q(script)}"
+
+
+# ---------------------------------------------------------------- preflight
+
+def preflight_scripts(host: HostPlan, plan: Plan) -> HostScripts:
+    declared_ids = " ".join(str(node_id) for node_id, _ in host.numa_nodes)
+    checks = [
+        "problems=\n",
+        "fail() { problems=\"$problems\n  - $*\"; }\n",
+        'if [ "$(stat -fc %T /sys/fs/cgroup)" != cgroup2fs ]; then\n'
+        '  fail "cgroup v2 (unified hierarchy) is required; /sys/fs/cgroup is $(stat -fc %T /sys/fs/cgroup) (boot with systemd.unified_cgroup_hierarchy=1)"\n'
+        "elif ! grep -qw cpuset /sys/fs/cgroup/cgroup.controllers; then\n"
+        '  fail "the cgroup v2 cpuset controller is not available"\n'
+        "fi\n",
+        "systemd_version=$(systemctl --version | awk 'NR == 1 { print $2 }')\n",
+        f'case "$systemd_version" in (*[!0-9]*|"") systemd_version=0;; esac\n'
+        f'if [ "$systemd_version" -lt {MIN_SYSTEMD} ]; then fail "systemd $systemd_version is too old: AllowedCPUs= needs systemd >= {MIN_SYSTEMD}"; fi\n',
+        f"for binary in {q(plan.kubelet_path)} {q(plan.containerd_path)}; do\n"
+        '  if [ ! -x "$binary" ]; then fail "$binary is missing or not executable"; fi\n'
+        "done\n",
+        'if ! command -v runc >/dev/null 2>&1; then fail "runc is not installed (containerd needs it)"; fi\n',
+        f"declared={q(declared_ids)}\n",
+        "present=$(cd /sys/devices/system/node && ls -d node[0-9]* 2>/dev/null | sed 's/^node//' | sort -n | tr '\\n' ' ' | sed 's/ $//')\n",
+        'if [ "$present" != "$declared" ]; then fail "NUMA nodes on the host are [$present], the configuration declares [$declared] (run discover)"; fi\n',
+    ]
+    for node_id, cpus in host.numa_nodes:
+        cpulist = f"/sys/devices/system/node/node{node_id}/cpulist"
+        checks.append(
+            f"actual=$(cat {q(cpulist)} 2>/dev/null || echo missing)\n"
+            f'if [ "$actual" != {q(cpus.format())} ]; then fail "NUMA node {node_id} has cpus \'$actual\' on the host, the configuration declares \'{cpus.format()}\'"; fi\n'
+        )
+    checks.append(
+        f'if [ "$(cat /sys/devices/system/cpu/online)" != {q(host.online_cpus.format())} ]; then '
+        f'fail "online CPUs are $(cat /sys/devices/system/cpu/online), the configuration declares {host.online_cpus.format()}"; fi\n'
+    )
+    checks.append(
+        'if [ -n "$problems" ]; then\n'
+        f'  printf "numa-kubelets preflight failed on host %s:%s\\n" {q(host.name)} "$problems" >&2\n'
+        "  exit 1\n"
+        "fi\n"
+        f"echo {q(f'numa-kubelets preflight passed on host {host.name}')}\n"
+    )
+    # The preflight changes nothing, so the marker/atomic-write prelude is not needed.
+    create = f"# numa-kubelets: preflight of host {host.name}\nset -eu\n" + "".join(checks)
+    return HostScripts(apply=run_as(host.user, create), delete="true")
+
+
+# ---------------------------------------------------------------- host services
+
+def _check_cpuset(cgroup: str, expected: str, what: str) -> str:
+    """Fail unless the cgroup's effective cpuset is what was asked for."""
+    path = f"/sys/fs/cgroup/{cgroup}/cpuset.{what}.effective"
+    return (
+        f"if [ -e {q(path)} ] && [ \"$(cat {q(path)})\" != {q(expected)} ]; then\n"
+        f"  echo \"numa-kubelets: {cgroup} has {what} $(cat {q(path)}), expected {expected}\" >&2; exit 1\n"
+        "fi\n"
+    )
+
+
+def host_services_scripts(host: HostPlan) -> HostScripts:
+    marker = "host-services"
+    apply_steps = [write_file_step(file, marker) for file in host_service_dropins(host)]
+    apply_steps.append(f"if is_pending {marker}; then systemctl daemon-reload; done_pending {marker}; fi\n")
+    for unit in HOST_SERVICE_UNITS:
+        apply_steps.append(_check_cpuset(unit.unit, host.system_cpus.format(), "cpus"))
+    remove_steps = [f"rm -f {q(f.path)}\n" for f in host_service_dropins(host)]
+    remove_steps += [f"rmdir {q(f.path.rsplit('/', 1)[0])} 2>/dev/null || true\n" for f in host_service_dropins(host)]
+    remove_steps.append("systemctl daemon-reload\n")
+    title = f"keep system.slice, init.scope and user.slice on CPUs {host.system_cpus} of host {host.name}"
+    return HostScripts(
+        apply=run_as(host.user, _script(title, *apply_steps)),
+        delete=run_as(host.user, _script(f"lift the CPU restriction of host services on {host.name}", *remove_steps)),
+    )
+
+
+# ---------------------------------------------------------------- NUMA slice
+
+def slice_scripts(host: HostPlan, kubelet: KubeletPlan) -> HostScripts:
+    layout = kubelet.layout
+    marker = layout.slice
+    apply_steps = [
+        write_file_step(slice_unit(kubelet), marker),
+        f"if is_pending {q(marker)}; then systemctl daemon-reload; done_pending {q(marker)}; fi\n",
+        f"systemctl start {q(layout.slice)}\n",
+        _check_cpuset(layout.slice, kubelet.cpus.format(), "cpus"),
+        _check_cpuset(layout.slice, kubelet.mems.format(), "mems"),
+    ]
+    remove_steps = [
+        # Stops whatever still runs in the slice, pods included.
+        f"systemctl stop {q(layout.slice)} 2>/dev/null || true\n",
+        f"rm -f {q(layout.slice_path)}\n",
+        "systemctl daemon-reload\n",
+    ]
+    title = f"{layout.slice} on host {host.name}: CPUs {kubelet.cpus}, memory node {kubelet.mems}"
+    return HostScripts(
+        apply=run_as(host.user, _script(title, *apply_steps)),
+        delete=run_as(host.user, _script(f"remove {layout.slice} from host {host.name}", *remove_steps)),
+    )
+
+
+# ---------------------------------------------------------------- container runtime
+
+def _restart_if_pending(unit: str) -> str:
+    return (
+        f"if is_pending {q(unit)}; then\n"
+        "  systemctl daemon-reload\n"
+        f"  systemctl enable --quiet {q(unit)}\n"
+        f"  systemctl restart {q(unit)}\n"
+        f"  done_pending {q(unit)}\n"
+        "fi\n"
+        f"systemctl enable --quiet {q(unit)}\n"
+        f"systemctl start {q(unit)}\n"
+    )
+
+
+def containerd_scripts(host: HostPlan, kubelet: KubeletPlan, plan: Plan) -> HostScripts:
+    layout = kubelet.layout
+    unit = layout.containerd_unit
+    apply_steps = [f"mkdir -p {q(layout.containerd_root)}\n"]
+    apply_steps += [write_file_step(file, unit) for file in containerd_files(kubelet, plan)]
+    apply_steps.append(_restart_if_pending(unit))
+    kubepods = f"{layout.instance}-kubepods.slice"
+    remove_steps = [
+        # Pods first: with KillMode=process, stopping containerd leaves shims and containers.
+        f"systemctl stop {q(kubepods)} 2>/dev/null || true\n",
+        f"systemctl disable --now {q(unit)} 2>/dev/null || true\n",
+        f"systemctl kill --signal=KILL {q(unit)} 2>/dev/null || true\n",
+        f"systemctl reset-failed {q(unit)} 2>/dev/null || true\n",
+        _unmount_below(layout.containerd_root),
+        _unmount_below(layout.containerd_state),
+        f"rm -f {q(layout.containerd_unit_path)} {q(layout.containerd_config)}\n",
+        f"rm -rf {q(layout.containerd_root)} {q(layout.containerd_state)}\n",
+        f"rmdir {q(layout.config_dir)} /etc/numa-kubelets 2>/dev/null || true\n",
+        f"done_pending {q(unit)}\n",
+        "systemctl daemon-reload\n",
+    ]
+    title = f"{unit} on host {host.name}"
+    return HostScripts(
+        apply=run_as(host.user, _script(title, *apply_steps)),
+        delete=run_as(host.user, _script(f"remove {unit} and its state from host {host.name}", *remove_steps)),
+    )
+
+
+def _unmount_below(directory: str) -> str:
+    """Unmount what containers left mounted under a directory, deepest first."""
+    return (
+        f"findmnt -rn -o TARGET | awk -v d={q(directory)} 'index($0, d \"/\") == 1' | sort -r | "
+        "while read -r target; do umount -l \"$target\" || true; done\n"
+    )
+
+
+# ---------------------------------------------------------------- kubelet
+
+def kubelet_scripts(host: HostPlan, kubelet: KubeletPlan, plan: Plan) -> HostScripts:
+    """Installs the kubelet's files; with a cluster, the bootstrap kubeconfig arrives on stdin."""
+    layout = kubelet.layout
+    unit = layout.kubelet_unit
+    apply_steps = [
+        f"mkdir -p {q(layout.root_dir)} {q(layout.device_plugins_dir)} {q(layout.pod_logs_dir)} {q(SHARED_DEVICE_PLUGINS_DIR)}\n",
+        f"chmod 0700 {q(layout.root_dir)}\n",
+    ]
+    if plan.cluster is not None:
+        apply_steps.append(f"write_file {q(layout.bootstrap_kubeconfig)} 0600 {q(unit)}\n")
+    apply_steps += [write_file_step(file, unit) for file in kubelet_files(kubelet, plan)]
+    apply_steps.append(_restart_if_pending(unit))
+    remove_steps = [
+        f"systemctl disable --now {q(unit)} 2>/dev/null || true\n",
+        f"systemctl reset-failed {q(unit)} 2>/dev/null || true\n",
+        _unmount_below(layout.root_dir),
+        f"rm -f {q(layout.kubelet_unit_path)}\n",
+        f"rm -rf {q(layout.root_dir)} {q(layout.pod_logs_dir)} {q(layout.kubelet_config_dropin_dir.rsplit('/', 1)[0])}\n",
+        f"rm -f {' '.join(q(f.path) for f in kubelet_files(kubelet, plan))} {q(layout.bootstrap_kubeconfig)}\n",
+        f"rmdir {q(layout.config_dir)} /etc/numa-kubelets {q(SHARED_DEVICE_PLUGINS_DIR)} /var/lib/kubelet 2>/dev/null || true\n",
+        f"done_pending {q(unit)}\n",
+        "systemctl daemon-reload\n",
+    ]
+    title = f"{unit} ({kubelet.node_name}) on host {host.name}"
+    return HostScripts(
+        apply=run_as(host.user, _script(title, *apply_steps)),
+        delete=run_as(host.user, _script(f"remove {unit} and its state from host {host.name}", *remove_steps)),
+    )
+
+
+def bootstrap_kubeconfig_stdin(kubelet: KubeletPlan, plan: Plan, token: str) -> str:
+    """The kubelet installer's stdin: secret, never part of a command string."""
+    assert plan.cluster is not None
+    return bootstrap_kubeconfig(kubelet, plan.cluster, token).content

@@ -1,0 +1,168 @@
+"""Syntax of the strings the configuration accepts.
+
+Every value that reaches a shell script or a unit file passes one of these patterns, so no
+value can carry a newline, a quote, `$`, `;` or a space into generated text.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import ipaddress
+import re
+
+DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+DNS_NAME = re.compile(r"(?=.{1,253}$)[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*")
+UNIX_USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
+ABSOLUTE_PATH = re.compile(r"(/[A-Za-z0-9._+-]+)+")
+HOST_KEY = re.compile(r"(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)|sk-ssh-ed25519@openssh\.com) [A-Za-z0-9+/]+={0,3}")
+LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
+BOOTSTRAP_TOKEN = re.compile(r"[a-z0-9]{6}\.[a-z0-9]{16}")
+# An image reference: [registry[:port]/]path[:tag][@digest], lowercase path components.
+IMAGE_REFERENCE = re.compile(
+    r"([a-zA-Z0-9.-]+(:[0-9]+)?/)?[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*"
+    r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?"
+)
+SERVER_URL = re.compile(r"https://([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?(/[A-Za-z0-9._~/-]*)?")
+PEM_CERTIFICATE = re.compile(
+    r"-----BEGIN CERTIFICATE-----\n([A-Za-z0-9+/=\n]+)\n-----END CERTIFICATE-----\n?"
+)
+DURATION = re.compile(r"([1-9][0-9]*)(s|m|h)")
+# Kubernetes reserves these label prefixes; the NodeRestriction admission plugin only lets a
+# kubelet set labels under them from this allow-list.
+RESERVED_LABEL_SUFFIXES = ("kubernetes.io", "k8s.io")
+KUBELET_SETTABLE_PREFIXES = ("kubelet.kubernetes.io", "node.kubernetes.io")
+AUTOMATIC_LABEL_PREFIX = "numa-kubelets.io"
+
+
+def check_dns_label(value: str) -> str:
+    if not DNS_LABEL.fullmatch(value):
+        raise ValueError(
+            f"{value!r} is not a DNS-1123 label (lowercase letters, digits and '-', "
+            "starting and ending with a letter or digit, at most 63 characters)"
+        )
+    return value
+
+
+def check_dns_name(value: str) -> str:
+    if not DNS_NAME.fullmatch(value):
+        raise ValueError(f"{value!r} is not a DNS-1123 subdomain (lowercase labels joined by '.')")
+    return value
+
+
+def check_address(value: str) -> str:
+    try:
+        ipaddress.ip_address(value)
+        return value
+    except ValueError:
+        pass
+    if not DNS_NAME.fullmatch(value.lower()):
+        raise ValueError(f"{value!r} is neither an IP address nor a DNS name")
+    return value
+
+
+def check_unix_user(value: str) -> str:
+    if not UNIX_USER.fullmatch(value):
+        raise ValueError(f"{value!r} is not a valid user name")
+    return value
+
+
+def check_absolute_path(value: str) -> str:
+    if not ABSOLUTE_PATH.fullmatch(value) or "/../" in value + "/" or "/./" in value + "/":
+        raise ValueError(
+            f"{value!r} is not a plain absolute path (letters, digits, '.', '_', '+', '-' between '/')"
+        )
+    return value
+
+
+def check_host_key(value: str) -> str:
+    key = value.strip()
+    parts = key.split(" ")
+    if len(parts) == 3 and "\n" not in key:
+        key = " ".join(parts[:2])  # a trailing comment, as in known_hosts, is dropped
+    if not HOST_KEY.fullmatch(key):
+        raise ValueError(
+            "is not an SSH public host key of the form '<type> <base64>' "
+            "(e.g. the output of 'ssh-keyscan -t ed25519 HOST' without the host name)"
+        )
+    return key
+
+
+def check_label_key(key: str) -> str:
+    prefix, _, name = key.rpartition("/")
+    if "/" in key and not prefix:
+        raise ValueError(f"label key {key!r} has an empty prefix")
+    if prefix and not DNS_NAME.fullmatch(prefix):
+        raise ValueError(f"label key {key!r}: prefix {prefix!r} is not a DNS-1123 subdomain")
+    if not LABEL_NAME.fullmatch(name):
+        raise ValueError(
+            f"label key {key!r}: name {name!r} must be at most 63 characters of letters, digits, "
+            "'-', '_' or '.', starting and ending with a letter or digit"
+        )
+    if prefix == AUTOMATIC_LABEL_PREFIX or prefix.endswith("." + AUTOMATIC_LABEL_PREFIX):
+        raise ValueError(f"label key {key!r}: the {AUTOMATIC_LABEL_PREFIX}/ prefix is set by numa-kubelets itself")
+    reserved = any(prefix == s or prefix.endswith("." + s) for s in RESERVED_LABEL_SUFFIXES)
+    settable = any(prefix == p or prefix.endswith("." + p) for p in KUBELET_SETTABLE_PREFIXES)
+    if reserved and not settable:
+        raise ValueError(
+            f"label key {key!r}: a kubelet may not set labels under {prefix}/ "
+            "(NodeRestriction allows only kubelet.kubernetes.io/ and node.kubernetes.io/)"
+        )
+    return key
+
+
+def check_label_value(value: str) -> str:
+    if not LABEL_VALUE.fullmatch(value):
+        raise ValueError(
+            f"label value {value!r} must be empty or at most 63 characters of letters, digits, "
+            "'-', '_' or '.', starting and ending with a letter or digit"
+        )
+    return value
+
+
+def check_bootstrap_token(value: str) -> str:
+    if not BOOTSTRAP_TOKEN.fullmatch(value):
+        # Never echo the value: it is a secret.
+        raise ValueError("is not a bootstrap token of the form [a-z0-9]{6}.[a-z0-9]{16}")
+    return value
+
+
+def check_image(value: str) -> str:
+    if len(value) > 255 or not IMAGE_REFERENCE.fullmatch(value):
+        raise ValueError(f"{value!r} is not a container image reference")
+    return value
+
+
+def check_server_url(value: str) -> str:
+    match = SERVER_URL.fullmatch(value)
+    if not match:
+        raise ValueError(f"{value!r} is not an https:// URL of an API server")
+    port = match.group(2)
+    if port and not 1 <= int(port[1:]) <= 65535:
+        raise ValueError(f"{value!r}: port {port[1:]} is out of range")
+    return value
+
+
+def check_pem_certificate(value: str) -> str:
+    text = value.strip() + "\n"
+    match = PEM_CERTIFICATE.fullmatch(text)
+    if not match:
+        raise ValueError("is not a single PEM certificate (-----BEGIN CERTIFICATE----- ... -----END CERTIFICATE-----)")
+    try:
+        base64.b64decode("".join(match.group(1).split()), validate=True)
+    except (binascii.Error, ValueError) as error:
+        raise ValueError(f"PEM body is not valid base64: {error}") from None
+    return text
+
+
+def check_duration(value: str) -> str:
+    if not DURATION.fullmatch(value):
+        raise ValueError(f"{value!r} is not a duration such as '90s', '10m' or '1h'")
+    return value
+
+
+def check_command_argument(value: str) -> str:
+    if any(ord(char) < 32 or ord(char) == 127 for char in value):
+        raise ValueError(f"{value!r} contains a control character")
+    return value

@@ -1,0 +1,124 @@
+"""Evaluates the real __main__.py under Pulumi's mock engine and records what it registers."""
+
+from __future__ import annotations
+
+import json
+import runpy
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pulumi
+from pulumi.runtime import mocks as pulumi_mocks
+from pulumi.runtime import settings
+from pulumi.runtime.stack import run_pulumi_func
+from pulumi.runtime.sync_await import _sync_await
+
+PROJECT_DIR = Path(__file__).resolve().parents[2]
+MAIN = PROJECT_DIR / "__main__.py"
+NAMESPACE = "numa-kubelets"
+SECRET_KEYS = ("sshPrivateKey", "bootstrapToken", "kubeconfig")
+
+
+@dataclass
+class RegisteredResource:
+    type: str
+    name: str
+    inputs: dict[str, Any]
+    parent: str | None
+    custom_options: dict[str, Any] = field(default_factory=dict)
+
+
+class RecordingMocks(pulumi.runtime.Mocks):
+    """Records every registration; a resource's state is its inputs, as a fresh create returns."""
+
+    def __init__(self) -> None:
+        self.resources: list[RegisteredResource] = []
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs):
+        self.resources.append(RegisteredResource(args.typ, args.name, dict(args.inputs), None))
+        return f"{args.name}-id", dict(args.inputs)
+
+    def call(self, args: pulumi.runtime.MockCallArgs):
+        return {}
+
+
+class RecordingMonitor(pulumi_mocks.MockMonitor):
+    """Also records each resource's parent, its dependencies and the options the engine would see."""
+
+    def __init__(self, mocks: RecordingMocks) -> None:
+        super().__init__(mocks)
+        self.requests: dict[str, Any] = {}
+
+    def RegisterResource(self, request):  # noqa: N802 - gRPC method name
+        response = super().RegisterResource(request)
+        self.requests[response.urn] = request
+        return response
+
+
+@dataclass
+class ProgramRun:
+    resources: list[RegisteredResource]
+    requests: dict[str, Any]
+    outputs: dict[str, Any]
+
+    def of_type(self, type_token: str) -> list[RegisteredResource]:
+        return [r for r in self.resources if r.type == type_token]
+
+    def named(self, name: str) -> RegisteredResource:
+        matches = [r for r in self.resources if r.name == name]
+        assert len(matches) == 1, f"{len(matches)} resources named {name!r}"
+        return matches[0]
+
+    def commands(self) -> list[RegisteredResource]:
+        return self.of_type("command:remote:Command")
+
+    def request_of(self, name: str):
+        matches = [req for urn, req in self.requests.items() if urn.endswith("::" + name)]
+        assert len(matches) == 1, f"{len(matches)} registrations named {name!r}"
+        return matches[0]
+
+    def parent_name(self, name: str) -> str:
+        parent_urn = self.request_of(name).parent
+        return parent_urn.rsplit("::", 1)[1]
+
+
+def config_values(stack_config: dict[str, Any]) -> dict[str, str]:
+    """Stack settings as the Pulumi CLI hands them to a program: strings, objects as JSON."""
+    values = {}
+    for key, value in stack_config.items():
+        full_key = key if ":" in key else f"{NAMESPACE}:{key}"
+        values[full_key] = value if isinstance(value, str) else json.dumps(value)
+    return values
+
+
+def load_stack_file(name: str) -> dict[str, Any]:
+    import yaml
+
+    document = yaml.safe_load((PROJECT_DIR / f"Pulumi.{name}.yaml").read_text())
+    return document["config"]
+
+
+def run_program(stack_config: dict[str, Any], preview: bool = False) -> ProgramRun:
+    """Run __main__.py once; raises what the program raises (e.g. pulumi.RunError)."""
+    mocks = RecordingMocks()
+    monitor = RecordingMonitor(mocks)
+    settings.set_root_resource(None)  # type: ignore[arg-type]
+    pulumi.runtime.set_mocks(mocks, project=NAMESPACE, stack="test", preview=preview, monitor=monitor)
+    values = config_values(stack_config)
+    secret_keys = [k for k in values if k.split(":", 1)[1] in SECRET_KEYS]
+    pulumi.runtime.set_all_config(values, secret_keys)
+    settings.SETTINGS.rpc_manager.clear()
+    settings.SETTINGS.outputs.clear()
+    root = settings.get_root_resource()
+
+    def program() -> None:
+        runpy.run_path(str(MAIN), run_name="__main__")
+
+    _sync_await(run_pulumi_func(program))
+    outputs = {key: _sync_await(pulumi.Output.from_input(value).future()) for key, value in root.outputs.items()}
+    secret_outputs = {
+        key for key, value in root.outputs.items() if _sync_await(pulumi.Output.from_input(value).is_secret())
+    }
+    assert not secret_outputs, f"plain outputs expected, secret: {secret_outputs}"
+    return ProgramRun(mocks.resources, monitor.requests, outputs)

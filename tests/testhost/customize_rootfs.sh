@@ -1,0 +1,71 @@
+#!/bin/sh
+# Turns a freshly bootstrapped Debian root filesystem into the test host.
+# Run by mmdebstrap as a customize hook: $1 is the root filesystem, $2 a
+# directory prepared by image.py holding the generated keys, the kubelet
+# stand-in and one-item-per-line lists of units (see recipe.py).
+set -eu
+
+root="$1"
+inputs="$2"
+
+in_root() { chroot "$root" "$@"; }
+
+# --- identity -----------------------------------------------------------
+hostname="$(cat "$inputs/hostname")"
+printf '%s\n' "$hostname" > "$root/etc/hostname"
+cat > "$root/etc/hosts" <<EOF
+127.0.0.1 localhost
+127.0.1.1 $hostname
+::1 localhost ip6-localhost ip6-loopback
+EOF
+# A fixed machine-id: an empty one makes every boot a "first boot", on which
+# systemd applies presets and would re-enable units we mask or disable.
+cp "$inputs/machine-id" "$root/etc/machine-id"
+
+# --- filesystems --------------------------------------------------------
+# The kernel mounts / read-write (root=/dev/vda rw); pass 0 skips an fsck of
+# a pristine overlay on every boot.
+printf '/dev/vda / ext4 rw,relatime 0 0\n' > "$root/etc/fstab"
+
+# --- network: DHCP from qemu's user-mode network on the virtio NIC --------
+cat > "$root/etc/systemd/network/10-testhost.network" <<'EOF'
+[Match]
+Name=en* eth*
+
+[Network]
+DHCP=ipv4
+EOF
+# The network is restricted (no route out of qemu): no resolver to ask.
+printf '# numa-kubelets test host: no DNS (qemu user networking, restrict=on)\n' \
+    > "$root/etc/resolv.conf"
+
+# --- ssh: root by key only, with the host key generated at build time ---
+rm -f "$root"/etc/ssh/ssh_host_*
+install -m 600 "$inputs/ssh_host_ed25519_key" "$root/etc/ssh/ssh_host_ed25519_key"
+install -m 644 "$inputs/ssh_host_ed25519_key.pub" "$root/etc/ssh/ssh_host_ed25519_key.pub"
+install -d -m 700 "$root/root/.ssh"
+install -m 600 "$inputs/authorized_keys" "$root/root/.ssh/authorized_keys"
+cat > "$root/etc/ssh/sshd_config.d/testhost.conf" <<'EOF'
+# Only the pinned key, so clients can verify it (hostKey in the stack config).
+HostKey /etc/ssh/ssh_host_ed25519_key
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UseDNS no
+# pulumi-command and the tests open many sessions at once.
+MaxSessions 64
+MaxStartups 64:30:128
+EOF
+# No usable password for root ('*' matches no password): key login only.
+in_root usermod --password '*' root
+
+# --- the kubelet stand-in -------------------------------------------------
+install -m 755 "$inputs/kubelet" "$root/usr/bin/kubelet"
+
+# --- units ----------------------------------------------------------------
+for unit in $(cat "$inputs/masked-units"); do
+    in_root systemctl mask "$unit"
+done
+for unit in $(cat "$inputs/enabled-units"); do
+    in_root systemctl enable "$unit"
+done

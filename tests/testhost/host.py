@@ -1,0 +1,199 @@
+"""Booting the emulated NUMA machine and talking to it: `boot()` -> `TestHost`."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from .image import Image, ensure_image
+from .qemu import (
+    QemuProcess,
+    create_overlay,
+    is_port_in_use_error,
+    pick_free_port,
+    qemu_command,
+    start_qemu,
+)
+from .ssh import RunResult, SshSession, StdinData
+from .tools import TestHostError, require_tools, tail
+from .topology import ORIGIN, Topology, TopologyLike
+
+DEFAULT_MEMORY_MIB = 2048
+# Measured boot to SSH is 22-25 s on 2 host cores; a loaded CI machine gets slack.
+DEFAULT_BOOT_TIMEOUT = 300.0
+STATE_FILE = "testhost.json"
+
+
+@dataclass
+class TestHost:
+    """A running test host. Connect as `user`@`address`:`port` with `key_path`, pinning `host_key`."""
+
+    __test__ = False  # not a pytest test class despite the name
+
+    address: str
+    port: int
+    user: str
+    key_path: Path
+    host_key: str
+    topology: Topology
+    workdir: Path
+    qemu: QemuProcess
+    boot_seconds: float = 0.0
+    _ssh: SshSession = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._ssh = SshSession(self.address, self.port, self.user, self.key_path, self.host_key)
+
+    @property
+    def serial_log(self) -> Path:
+        return self.workdir / "serial.log"
+
+    def run(
+        self,
+        script: str,
+        stdin: StdinData = None,
+        check: bool = True,
+        timeout: Optional[float] = 600.0,
+    ) -> RunResult:
+        """Run `script` with `bash -c` as root; `timeout` is the longest silence tolerated."""
+        return self._ssh.run(script, stdin=stdin, check=check, timeout=timeout)
+
+    def is_running(self) -> bool:
+        return self.qemu.is_running()
+
+    def qemu_rss_mib(self) -> float:
+        return self.qemu.rss_mib()
+
+    def shutdown(self) -> None:
+        """Stop the qemu this host was booted with, and only that one."""
+        self._ssh.close()
+        self.qemu.stop()
+
+    def __enter__(self) -> "TestHost":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.shutdown()
+
+    # --- state file, so a later process (the CLI's ssh/stop) can find the VM ---
+
+    def save_state(self) -> Path:
+        path = self.workdir / STATE_FILE
+        state = {
+            "address": self.address,
+            "port": self.port,
+            "user": self.user,
+            "key_path": str(self.key_path),
+            "host_key": self.host_key,
+            "topology": str(self.topology),
+            "pidfile": str(self.qemu.pidfile),
+            "boot_seconds": self.boot_seconds,
+        }
+        path.write_text(json.dumps(state, indent=2) + "\n")
+        return path
+
+    @classmethod
+    def from_state(cls, workdir: Path) -> "TestHost":
+        state = json.loads((Path(workdir) / STATE_FILE).read_text())
+        return cls(
+            address=state["address"],
+            port=state["port"],
+            user=state["user"],
+            key_path=Path(state["key_path"]),
+            host_key=state["host_key"],
+            topology=Topology.parse(state["topology"]),
+            workdir=Path(workdir),
+            qemu=QemuProcess.from_pidfile(Path(state["pidfile"])),
+            boot_seconds=state["boot_seconds"],
+        )
+
+
+def boot(
+    topology: TopologyLike = ORIGIN,
+    workdir: Path | str = ".testhost/run",
+    ssh_port: Optional[int] = None,
+    *,
+    image: Optional[Image] = None,
+    cache_dir: Optional[Path] = None,
+    memory_mib: int = DEFAULT_MEMORY_MIB,
+    timeout: float = DEFAULT_BOOT_TIMEOUT,
+) -> TestHost:
+    """Boot a fresh test host (pristine copy-on-write disk) and wait until SSH runs commands.
+
+    `topology` is per-NUMA-node CPU lists, e.g. `[[0, 1, 2, 3], [4, 5, 6, 7]]` or
+    `"0-3;4-7"`; memory is split evenly between the nodes. A free port is
+    picked when `ssh_port` is None.
+    """
+    require_tools("qemu-system-x86_64", "qemu-img")
+    topology = Topology.of(topology)
+    image = image or ensure_image(cache_dir)
+    workdir = Path(workdir).resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    log_path = workdir / "qemu.log"
+    overlay = workdir / "overlay.qcow2"
+    serial_log = workdir / "serial.log"
+    pidfile = workdir / "qemu.pid"
+
+    create_overlay(image.root_disk, overlay, log_path)
+    started = time.monotonic()
+    for attempt in range(3):
+        port = ssh_port or pick_free_port()
+        serial_log.unlink(missing_ok=True)
+        argv = qemu_command(image, overlay, topology, memory_mib, port, serial_log, pidfile)
+        try:
+            qemu = start_qemu(argv, pidfile, serial_log, log_path)
+            break
+        except TestHostError as error:
+            # Another process took the picked port between probe and bind: pick again.
+            if ssh_port is not None or attempt == 2 or not is_port_in_use_error(error):
+                raise
+    host = TestHost(
+        address="127.0.0.1",
+        port=port,
+        user="root",
+        key_path=image.key_path,
+        host_key=image.host_key,
+        topology=topology,
+        workdir=workdir,
+        qemu=qemu,
+    )
+    try:
+        _wait_for_ssh(host, deadline=started + timeout)
+    except BaseException:
+        host.shutdown()
+        raise
+    host.boot_seconds = round(time.monotonic() - started, 1)
+    host.save_state()
+    print(
+        f"testhost: {topology} booted to SSH in {host.boot_seconds} s "
+        f"on 127.0.0.1:{port} (qemu pid {qemu.pid}, {host.qemu_rss_mib():.0f} MiB RSS)",
+        file=sys.stderr,
+        flush=True,
+    )
+    return host
+
+
+def _wait_for_ssh(host: TestHost, deadline: float) -> None:
+    """Until a real command runs: slirp accepts on the port long before sshd is up."""
+    last_error: Optional[BaseException] = None
+    while time.monotonic() < deadline:
+        if not host.is_running():
+            raise TestHostError(
+                f"qemu exited during boot; serial console ({host.serial_log}):\n{tail(host.serial_log)}"
+            )
+        try:
+            host.run("true", timeout=10)
+            return
+        except Exception as error:  # not up yet: refused, reset, banner timeout...
+            last_error = error
+            host._ssh.close()
+            time.sleep(1)
+    raise TestHostError(
+        f"no SSH on 127.0.0.1:{host.port} after {deadline - time.monotonic() + 0:.0f}s "
+        f"past the deadline (last error: {last_error!r}); serial console ({host.serial_log}):\n"
+        f"{tail(host.serial_log)}"
+    )

@@ -1,0 +1,125 @@
+"""Starting and stopping one qemu process for the test host.
+
+qemu runs daemonized (the VM outlives the CLI that booted it), so it is not
+our child: it is tracked by its pidfile, and before signalling that pid we
+check that /proc/<pid>/cmdline is still our qemu (pids are reused).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import recipe
+from .image import Image
+from .tools import TestHostError, run_logged, tail
+from .topology import Topology, qemu_topology_args
+
+QEMU = "qemu-system-x86_64"
+
+
+@dataclass(frozen=True)
+class QemuProcess:
+    pid: int
+    pidfile: Path
+
+    @classmethod
+    def from_pidfile(cls, pidfile: Path) -> "QemuProcess":
+        return cls(int(pidfile.read_text().strip()), pidfile)
+
+    def is_running(self) -> bool:
+        """True while `pid` is alive and is the qemu that wrote `pidfile`."""
+        try:
+            argv = Path(f"/proc/{self.pid}/cmdline").read_bytes().split(b"\0")
+            state = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            return False
+        if state == "Z":  # exited, waiting for a reaper that may never come
+            return False
+        return (
+            bool(argv)
+            and os.path.basename(argv[0]).decode() == QEMU
+            and str(self.pidfile).encode() in argv
+        )
+
+    def rss_mib(self) -> float:
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        return 0.0
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """SIGTERM, then SIGKILL: the disk is a throwaway overlay, nothing to flush."""
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            if not self.is_running():
+                return
+            os.kill(self.pid, sig)
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline and self.is_running():
+                time.sleep(0.1)
+        if self.is_running():
+            raise TestHostError(f"qemu pid {self.pid} did not exit")
+
+
+def pick_free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def create_overlay(root_disk: Path, overlay: Path, log_path: Path) -> None:
+    """Copy-on-write layer over the cached image: each boot starts pristine."""
+    overlay.unlink(missing_ok=True)
+    run_logged(
+        ["qemu-img", "create", "-q", "-f", "qcow2", "-b", str(root_disk.resolve()), "-F", "raw", str(overlay)],
+        log_path,
+    )
+
+
+def qemu_command(
+    image: Image,
+    overlay: Path,
+    topology: Topology,
+    memory_mib: int,
+    ssh_port: int,
+    serial_log: Path,
+    pidfile: Path,
+) -> list[str]:
+    return [
+        QEMU,
+        "-name", "numa-kubelets-testhost",
+        # KVM exists on these machines but is unusable: plain TCG, multi-threaded.
+        "-accel", "tcg,thread=multi",
+        "-machine", "q35",
+        *qemu_topology_args(topology, memory_mib),
+        "-nodefaults",
+        "-display", "none",
+        "-kernel", str(image.kernel),
+        "-initrd", str(image.initrd),
+        "-append", " ".join(recipe.KERNEL_CMDLINE),
+        "-drive", f"file={overlay},if=virtio,format=qcow2,cache=unsafe",
+        "-netdev", f"user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:{ssh_port}-:22",
+        "-device", "virtio-net-pci,netdev=n0",
+        "-device", "virtio-rng-pci",
+        "-serial", f"file:{serial_log}",
+        "-pidfile", str(pidfile),
+        "-daemonize",
+    ]
+
+
+def start_qemu(argv: list[str], pidfile: Path, serial_log: Path, log_path: Path) -> QemuProcess:
+    """Run qemu; with -daemonize it returns once the VM is set up (or failed to be)."""
+    pidfile.unlink(missing_ok=True)
+    try:
+        run_logged(argv, log_path)
+    except TestHostError as error:
+        raise TestHostError(f"{error}\nserial console:\n{tail(serial_log)}") from None
+    return QemuProcess.from_pidfile(pidfile)
+
+
+def is_port_in_use_error(error: Exception) -> bool:
+    return "host forwarding rule" in str(error) or "Address already in use" in str(error)

@@ -1,0 +1,75 @@
+"""What goes into the test host image.
+
+Everything that decides the content of the image lives here, in
+customize_rootfs.sh and in kubelet_standin.py; the cache key of a built image
+is a hash of these three files (see image.py), so editing any of them
+rebuilds the image on next use while the build procedure itself can be
+refactored without invalidating caches.
+"""
+
+SUITE = "bookworm"
+
+# The same archive the host uses (see /etc/apt/sources.list.d); updates and
+# security suites so the guest runs the kernel and systemd a patched Debian
+# 12 machine would run.
+APT_SOURCES = (
+    "deb http://deb.debian.org/debian bookworm main",
+    "deb http://deb.debian.org/debian bookworm-updates main",
+    "deb http://deb.debian.org/debian-security bookworm-security main",
+)
+
+PACKAGES = (
+    # boot and init
+    "systemd",
+    "systemd-sysv",
+    "udev",
+    "dbus",
+    "kmod",
+    "linux-image-cloud-amd64",
+    # remote access used by the product (pulumi-command) and the tests
+    "openssh-server",
+    # tools the product's host scripts and the tests inspect the host with
+    "iproute2",
+    "util-linux",
+    "procps",
+    "numactl",
+    # container runtime: real, one instance per NUMA node run by the product
+    "containerd",
+    "runc",
+    # the kubelet stand-in is a Python script
+    "python3-minimal",
+    "python3-yaml",
+)
+
+HOSTNAME = "numa-testhost"
+
+# Free space left in root.img beyond the packed root filesystem, for whatever
+# the product and the tests write (the image file is sparse).
+FREE_SPACE_MIB = 2048
+
+# Units the guest must not run: Debian's own containerd would take
+# /run/containerd, which the product's per-NUMA instances rely on owning
+# privately; the timers only add noise and CPU load to a TCG guest.
+MASKED_UNITS = (
+    "containerd.service",
+    "apt-daily.timer",
+    "apt-daily-upgrade.timer",
+    "dpkg-db-backup.timer",
+    "e2scrub_all.timer",
+    "e2scrub_reap.service",
+    "fstrim.timer",
+)
+
+ENABLED_UNITS = (
+    "systemd-networkd.service",
+    "ssh.service",
+)
+
+KERNEL_CMDLINE = (
+    "root=/dev/vda",
+    "rw",
+    "rootfstype=ext4",
+    "console=ttyS0,115200",
+    # The guest has no reason to wait for a hardware RNG to seed itself.
+    "random.trust_cpu=on",
+)

@@ -1,0 +1,64 @@
+"""Host tools the test host needs, and running them with useful failures."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Sequence
+
+# Debian package that provides each host tool, so a failure says what to install.
+DEBIAN_PACKAGE_OF = {
+    "mmdebstrap": "mmdebstrap",
+    "mkfs.ext4": "e2fsprogs",
+    "qemu-system-x86_64": "qemu-system-x86",
+    "qemu-img": "qemu-utils",
+    "ssh": "openssh-client",
+}
+
+
+class TestHostError(RuntimeError):
+    """The test host could not be built, booted or reached."""
+
+    __test__ = False  # not a pytest test class despite the name
+
+
+def require_tools(*names: str) -> None:
+    """Fail (never skip) when a host tool is missing: CI must install it."""
+    missing = [name for name in names if shutil.which(name) is None]
+    if missing:
+        packages = sorted({DEBIAN_PACKAGE_OF.get(name, name) for name in missing})
+        raise TestHostError(
+            f"missing host tools {', '.join(missing)}: "
+            f"apt-get install -y {' '.join(packages)}"
+        )
+
+
+def require_root(purpose: str) -> None:
+    if os.geteuid() != 0:
+        raise TestHostError(f"{purpose} needs root (mmdebstrap --mode=root)")
+
+
+def tail(path: Path, lines: int = 40) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except FileNotFoundError:
+        return f"({path} does not exist)"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def run_logged(argv: Sequence[str], log_path: Path, **kwargs) -> None:
+    """Run a command with its output in `log_path`; on failure, raise with the log's tail."""
+    with open(log_path, "ab") as log:
+        log.write(f"$ {shlex.join(argv)}\n".encode())
+        log.flush()
+        result = subprocess.run(
+            list(argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, **kwargs
+        )
+    if result.returncode != 0:
+        raise TestHostError(
+            f"{shlex.join(argv)} exited with {result.returncode}; "
+            f"last lines of {log_path}:\n{tail(log_path)}"
+        )
