@@ -65,22 +65,28 @@ class ProgramRun:
     def of_type(self, type_token: str) -> list[RegisteredResource]:
         return [r for r in self.resources if r.type == type_token]
 
-    def named(self, name: str) -> RegisteredResource:
-        matches = [r for r in self.resources if r.name == name]
-        assert len(matches) == 1, f"{len(matches)} resources named {name!r}"
+    def named(self, name: str, type_token: str = "command:remote:Command") -> RegisteredResource:
+        matches = [r for r in self.resources if r.name == name and r.type == type_token]
+        assert len(matches) == 1, f"{len(matches)} {type_token} named {name!r}"
         return matches[0]
 
     def commands(self) -> list[RegisteredResource]:
         return self.of_type("command:remote:Command")
 
-    def request_of(self, name: str):
-        matches = [req for urn, req in self.requests.items() if urn.endswith("::" + name)]
-        assert len(matches) == 1, f"{len(matches)} registrations named {name!r}"
+    def request_of(self, resource: RegisteredResource):
+        suffix = f"{resource.type}::{resource.name}"
+        matches = [req for urn, req in self.requests.items() if urn.endswith(suffix)]
+        assert len(matches) == 1, f"{len(matches)} registrations of {suffix!r}"
         return matches[0]
 
-    def parent_name(self, name: str) -> str:
-        parent_urn = self.request_of(name).parent
-        return parent_urn.rsplit("::", 1)[1]
+    def parent_of(self, resource: RegisteredResource) -> tuple[str, str]:
+        """(type, name) of the resource's parent."""
+        parent_urn = self.request_of(resource).parent
+        qualified_type, name = parent_urn.split("::")[-2:]
+        return qualified_type.rsplit("$", 1)[-1], name
+
+    def dependencies_of(self, resource: RegisteredResource) -> list[str]:
+        return [urn.rsplit("::", 1)[1] for urn in self.request_of(resource).dependencies]
 
 
 def config_values(stack_config: dict[str, Any]) -> dict[str, str]:
