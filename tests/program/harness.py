@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import runpy
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,22 @@ PROJECT_DIR = Path(__file__).resolve().parents[2]
 MAIN = PROJECT_DIR / "__main__.py"
 NAMESPACE = "numa-kubelets"
 SECRET_KEYS = ("sshPrivateKey", "bootstrapToken", "kubeconfig")
+SECRET_SIGNATURE_KEY = "4dabf18193072939515e22adb298388d"
+SECRET_SIGNATURE = "1b47061264138c4ac30d75fd1eb44270"
+
+
+def is_secret_envelope(value: Any) -> bool:
+    return isinstance(value, dict) and value.get(SECRET_SIGNATURE_KEY) == SECRET_SIGNATURE
+
+
+def unwrap_secrets(value: Any) -> Any:
+    if is_secret_envelope(value):
+        return unwrap_secrets(value["value"])
+    if isinstance(value, dict):
+        return {key: unwrap_secrets(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [unwrap_secrets(item) for item in value]
+    return value
 
 
 @dataclass
@@ -25,8 +41,7 @@ class RegisteredResource:
     type: str
     name: str
     inputs: dict[str, Any]
-    parent: str | None
-    custom_options: dict[str, Any] = field(default_factory=dict)
+    raw_inputs: dict[str, Any]  # as the engine receives them: secrets still in their envelopes
 
 
 class RecordingMocks(pulumi.runtime.Mocks):
@@ -36,7 +51,7 @@ class RecordingMocks(pulumi.runtime.Mocks):
         self.resources: list[RegisteredResource] = []
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
-        self.resources.append(RegisteredResource(args.typ, args.name, dict(args.inputs), None))
+        self.resources.append(RegisteredResource(args.typ, args.name, unwrap_secrets(dict(args.inputs)), dict(args.inputs)))
         return f"{args.name}-id", dict(args.inputs)
 
     def call(self, args: pulumi.runtime.MockCallArgs):
@@ -102,7 +117,8 @@ def load_stack_file(name: str) -> dict[str, Any]:
     import yaml
 
     document = yaml.safe_load((PROJECT_DIR / f"Pulumi.{name}.yaml").read_text())
-    return document["config"]
+    prefix = NAMESPACE + ":"
+    return {key.removeprefix(prefix): value for key, value in document["config"].items()}
 
 
 def run_program(stack_config: dict[str, Any], preview: bool = False) -> ProgramRun:
@@ -128,3 +144,4 @@ def run_program(stack_config: dict[str, Any], preview: bool = False) -> ProgramR
     }
     assert not secret_outputs, f"plain outputs expected, secret: {secret_outputs}"
     return ProgramRun(mocks.resources, monitor.requests, outputs)
+

@@ -91,6 +91,7 @@ class TestHost:
             "key_path": str(self.key_path),
             "host_key": self.host_key,
             "topology": str(self.topology),
+            "pid": self.qemu.pid,
             "pidfile": str(self.qemu.pidfile),
             "boot_seconds": self.boot_seconds,
         }
@@ -108,7 +109,8 @@ class TestHost:
             host_key=state["host_key"],
             topology=Topology.parse(state["topology"]),
             workdir=Path(workdir),
-            qemu=QemuProcess.from_pidfile(Path(state["pidfile"])),
+            # qemu removes its pidfile when it exits: the pid is kept here too.
+            qemu=QemuProcess(state["pid"], Path(state["pidfile"])),
             boot_seconds=state["boot_seconds"],
         )
 

@@ -111,11 +111,13 @@ def qemu_topology_args(topology: Topology, memory_mib: int) -> list[str]:
 
 
 def _smp_option(topology: Topology) -> str:
-    """One socket per NUMA node when the layout is socket-shaped, else one socket.
+    """One socket per NUMA node when the layout is socket-shaped, else one CPU per socket.
 
     Socket-shaped means equal, contiguous, ascending blocks (the origin's
-    0-3/4-7); other layouts exist on real machines within one socket
-    (sub-NUMA clustering), and qemu does not require sockets to match nodes.
+    0-3/4-7). For other layouts (interleaved numbering, uneven nodes) a
+    socket would span NUMA nodes, and the guest kernel warns (WARN splat,
+    tainted kernel) about cache siblings on different nodes; single-CPU
+    sockets have no siblings to disagree about.
     """
     count = topology.cpu_count
     cpu_nodes = [cpus for cpus in topology.nodes if cpus]
@@ -124,5 +126,5 @@ def _smp_option(topology: Topology) -> str:
         cpus == tuple(range(index * size, (index + 1) * size))
         for index, cpus in enumerate(cpu_nodes)
     )
-    sockets = len(cpu_nodes) if socket_shaped else 1
+    sockets = len(cpu_nodes) if socket_shaped else count
     return f"{count},sockets={sockets},cores={count // sockets},threads=1"
