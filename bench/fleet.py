@@ -1,0 +1,345 @@
+"""Benchmark: evaluation of the real program under Pulumi's mock engine versus fleet size.
+
+Not a test: it prints figures. For every fleet (hosts x NUMA nodes per host) it runs, each in
+a fresh subprocess so that time and peak memory are independent of the other cases:
+
+- the program: the real __main__.py evaluated under `pulumi.runtime.set_mocks`, exactly as
+  tests/program/harness.py does;
+- the baseline: a trivial program that registers the same resources (same types, names and
+  parents, as recorded from the program's run) with tiny inputs under the same mocks: the
+  floor the Pulumi SDK itself sets for that many resources.
+
+Usage (from the repository root, with the venv):
+    .venv/bin/python bench/fleet.py                    # 1, 10, 100, 500 hosts x 2 and 8 NUMA nodes
+    .venv/bin/python bench/fleet.py --hosts 500 --numa 8 --json bench.json
+    .venv/bin/python bench/fleet.py --hosts 100 --numa 8 --profile program   # cProfile, top functions
+
+Columns: `program s` / `baseline s` are the evaluation wall time (libraries already imported),
+`ratio` their quotient (issue 6's target: <= 1.5 at 500 x 8), `core s` the pure core alone
+(validate config, build the plan, render every script: a part of `program s`), peak RSS of
+each subprocess, resources registered (the Stack included), resources and remote commands
+per host (each command is one SSH session per apply when its inputs change).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+PROJECT_DIR = Path(__file__).resolve().parents[1]
+COMMAND_TYPE = "command:remote:Command"
+CPUS_PER_NODE = 8
+DEFAULT_HOSTS = (1, 10, 100, 500)
+DEFAULT_NUMA = (2, 8)
+# Secrets of the generated stacks: placeholders that pass validation.
+FAKE_PRIVATE_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nbenchmark\n-----END OPENSSH PRIVATE KEY-----\n"
+FAKE_TOKEN = "abcdef.0123456789abcdef"
+FAKE_CA = "-----BEGIN CERTIFICATE-----\nMIIBbenchmark\n-----END CERTIFICATE-----\n"
+
+
+# ---------------------------------------------------------------- fleet configs
+
+def fleet_config(hosts: int, numa_nodes: int, cluster: bool = True, demo: bool = False) -> dict[str, Any]:
+    """A valid stack config: `hosts` hosts with `numa_nodes` NUMA nodes of 8 CPUs each.
+
+    Defaults everywhere else (systemCpus: the lowest CPU of each node; one kubelet per node),
+    the production shape: an SSH key and, with `cluster`, an API server and bootstrap token.
+    """
+    host_list = []
+    for index in range(hosts):
+        host_list.append(
+            {
+                "name": f"node-{index:04d}",
+                "address": f"10.{index // 65536}.{index // 256 % 256}.{index % 256 + 1}"
+                if index % 256 != 255
+                else f"node-{index:04d}.fleet.example.internal",
+                "numaNodes": [
+                    {"id": node, "cpus": f"{node * CPUS_PER_NODE}-{(node + 1) * CPUS_PER_NODE - 1}"}
+                    for node in range(numa_nodes)
+                ],
+            }
+        )
+    config: dict[str, Any] = {"hosts": host_list, "sshPrivateKey": FAKE_PRIVATE_KEY}
+    if cluster:
+        config["cluster"] = {"server": "https://192.0.2.1:6443", "caCert": FAKE_CA}
+        config["bootstrapToken"] = FAKE_TOKEN
+        config["demo"] = {"enabled": demo}
+    return config
+
+
+# ---------------------------------------------------------------- child: one measurement
+
+def _setup_path() -> None:
+    if str(PROJECT_DIR) not in sys.path:
+        sys.path.insert(0, str(PROJECT_DIR))
+    os.chdir(PROJECT_DIR)
+
+
+def _peak_rss_mib() -> float:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+def _evaluate(stack_config: dict[str, Any], program, profile: str | None = None):
+    """Run `program` under the same mocks as tests/program/harness.py; return (seconds, mocks, monitor)."""
+    import pulumi
+    from pulumi.runtime import settings
+    from pulumi.runtime.stack import run_pulumi_func
+    from pulumi.runtime.sync_await import _sync_await
+
+    from tests.program.harness import NAMESPACE, SECRET_KEYS, RecordingMocks, RecordingMonitor, config_values
+
+    mocks = RecordingMocks()
+    monitor = RecordingMonitor(mocks)
+    start = time.perf_counter()
+    profiler = None
+    if profile:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+    settings.set_root_resource(None)  # type: ignore[arg-type]
+    pulumi.runtime.set_mocks(mocks, project=NAMESPACE, stack="bench", preview=False, monitor=monitor)
+    values = config_values(stack_config)
+    pulumi.runtime.set_all_config(values, [k for k in values if k.split(":", 1)[1] in SECRET_KEYS])
+    settings.SETTINGS.rpc_manager.clear()
+    settings.SETTINGS.outputs.clear()
+    root = settings.get_root_resource()
+    _sync_await(run_pulumi_func(program))
+    for value in root.outputs.values():
+        _sync_await(pulumi.Output.from_input(value).future())
+    if profiler is not None:
+        profiler.disable()
+    seconds = time.perf_counter() - start
+    if profiler is not None:
+        import pstats
+
+        stats = pstats.Stats(profiler, stream=sys.stderr)
+        stats.dump_stats(profile)
+    return seconds, mocks, monitor
+
+
+def _tree(mocks, monitor) -> list[dict[str, Any]]:
+    """Every registered resource in registration order: type, name, parent (type, name)."""
+    parents = {}
+    for urn, request in monitor.requests.items():
+        parent = request.parent.split("::")[-2:] if request.parent else None
+        if parent is not None:
+            parent = [parent[0].rsplit("$", 1)[-1], parent[1]]
+        parents[(request.type, request.name)] = parent
+    return [{"type": r.type, "name": r.name, "parent": parents.get((r.type, r.name))} for r in mocks.resources]
+
+
+def _core_seconds(stack_config: dict[str, Any]) -> float:
+    """The pure core alone: validate, plan, render every script the program sends."""
+    from numa_kubelets import scripts
+    from numa_kubelets.config import decode_pulumi_values, load_config
+    from numa_kubelets.plan import build_plan
+    from tests.program.harness import config_values
+
+    start = time.perf_counter()
+    values = {k.split(":", 1)[1]: v for k, v in config_values(stack_config).items()}
+    plan = build_plan(load_config(decode_pulumi_values(values)))
+    token = stack_config.get("bootstrapToken")
+    for host in plan.hosts:
+        scripts.preflight_scripts(host, plan)
+        scripts.host_services_scripts(host)
+        for kubelet in host.kubelets:
+            scripts.slice_scripts(host, kubelet)
+            scripts.containerd_scripts(host, kubelet, plan)
+            scripts.kubelet_scripts(host, kubelet, plan)
+            if plan.cluster is not None:
+                scripts.bootstrap_kubeconfig_stdin(kubelet, plan, token)
+    return time.perf_counter() - start
+
+
+def _baseline_program(tree: list[dict[str, Any]]):
+    """Registers the recorded resources with tiny inputs: components as components, commands as
+    commands with a minimal connection, anything else as a bare custom resource of its type."""
+    import pulumi
+    import pulumi_command as command
+
+    def program() -> None:
+        made: dict[tuple[str, str], pulumi.Resource] = {}
+        connection = command.remote.ConnectionArgs(host="192.0.2.1")
+        for entry in tree:
+            kind, name = entry["type"], entry["name"]
+            if kind == "pulumi:pulumi:Stack":
+                continue
+            parent = made.get(tuple(entry["parent"])) if entry["parent"] else None
+            opts = pulumi.ResourceOptions(parent=parent)
+            if kind == COMMAND_TYPE:
+                resource = command.remote.Command(name, connection=connection, create="true", opts=opts)
+            elif kind.startswith("numa-kubelets:"):
+                resource = pulumi.ComponentResource(kind, name, None, opts)
+            else:
+                resource = pulumi.CustomResource(kind, name, {}, opts)
+            made[(kind, name)] = resource
+
+    return program
+
+
+def child(args: argparse.Namespace) -> None:
+    _setup_path()
+    # Import every library both programs use before the clock starts: evaluation only.
+    import runpy
+
+    import pulumi  # noqa: F401
+    import pulumi_command  # noqa: F401
+    import pulumi_kubernetes  # noqa: F401
+
+    import components.host  # noqa: F401
+    import components.stack_config  # noqa: F401
+    import numa_kubelets.outputs  # noqa: F401
+
+    stack_config = fleet_config(args.hosts_n, args.numa_n, cluster=not args.no_cluster, demo=args.demo)
+    result: dict[str, Any] = {"hosts": args.hosts_n, "numa": args.numa_n, "kind": args.child}
+    if args.child == "program":
+        main = str(PROJECT_DIR / "__main__.py")
+        seconds, mocks, monitor = _evaluate(stack_config, lambda: runpy.run_path(main, run_name="__main__"), args.profile)
+        tree = _tree(mocks, monitor)
+        Path(args.tree).write_text(json.dumps(tree))
+        result["core_seconds"] = _core_seconds(stack_config)
+    else:
+        tree = json.loads(Path(args.tree).read_text())
+        seconds, mocks, monitor = _evaluate(stack_config, _baseline_program(tree), args.profile)
+    result["seconds"] = seconds
+    result["peak_rss_mib"] = _peak_rss_mib()
+    result["resources"] = len(mocks.resources)
+    result["commands"] = sum(1 for r in mocks.resources if r.type == COMMAND_TYPE)
+    result["types"] = sorted({r.type for r in mocks.resources})
+    print(json.dumps(result))
+
+
+# ---------------------------------------------------------------- parent: the table
+
+def _run_child(kind: str, hosts: int, numa: int, tree: Path, args: argparse.Namespace, profile: str | None) -> dict:
+    command = [
+        sys.executable, str(Path(__file__).resolve()), "--child", kind,
+        "--hosts-n", str(hosts), "--numa-n", str(numa), "--tree", str(tree),
+    ]
+    if args.no_cluster:
+        command.append("--no-cluster")
+    if args.demo:
+        command.append("--demo")
+    if profile:
+        command += ["--profile", profile]
+    completed = subprocess.run(command, capture_output=True, text=True, cwd=PROJECT_DIR)
+    if completed.returncode != 0:
+        sys.stderr.write(completed.stderr)
+        raise SystemExit(f"benchmark case {kind} {hosts}x{numa} failed (exit {completed.returncode})")
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+def measure(hosts: int, numa: int, args: argparse.Namespace) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="numa-kubelets-bench-") as scratch:
+        tree = Path(scratch) / "tree.json"
+        profile_program = profile_baseline = None
+        if args.profile:
+            profile_program = str(Path(args.profile_dir) / f"program-{hosts}x{numa}.pstats")
+            profile_baseline = str(Path(args.profile_dir) / f"baseline-{hosts}x{numa}.pstats")
+        best_program = best_baseline = None
+        for _ in range(args.repeat):
+            program = _run_child("program", hosts, numa, tree, args, profile_program)
+            baseline = _run_child("baseline", hosts, numa, tree, args, profile_baseline)
+            if best_program is None or program["seconds"] < best_program["seconds"]:
+                best_program = program
+            if best_baseline is None or baseline["seconds"] < best_baseline["seconds"]:
+                best_baseline = baseline
+    assert best_program is not None and best_baseline is not None
+    if best_program["resources"] != best_baseline["resources"]:
+        raise SystemExit(f"baseline registered {best_baseline['resources']} resources, the program {best_program['resources']}")
+    return {
+        "hosts": hosts,
+        "numaNodes": numa,
+        "programSeconds": round(best_program["seconds"], 3),
+        "baselineSeconds": round(best_baseline["seconds"], 3),
+        "ratio": round(best_program["seconds"] / best_baseline["seconds"], 2),
+        "coreSeconds": round(best_program["core_seconds"], 3),
+        "programPeakRssMiB": round(best_program["peak_rss_mib"], 1),
+        "baselinePeakRssMiB": round(best_baseline["peak_rss_mib"], 1),
+        "resources": best_program["resources"],
+        "resourcesPerHost": round((best_program["resources"] - 1) / hosts, 2),  # without the Stack
+        "commandsPerHost": round(best_program["commands"] / hosts, 2),
+        "resourceTypes": best_program["types"],
+    }
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    header = (
+        "| hosts | NUMA/host | program s | baseline s | ratio | core s | program peak RSS MiB "
+        "| baseline peak RSS MiB | resources | resources/host | remote commands/host |\n"
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+    )
+    lines = [
+        f"| {r['hosts']} | {r['numaNodes']} | {r['programSeconds']:.3f} | {r['baselineSeconds']:.3f} | {r['ratio']:.2f} "
+        f"| {r['coreSeconds']:.3f} | {r['programPeakRssMiB']:.0f} | {r['baselinePeakRssMiB']:.0f} | {r['resources']} "
+        f"| {r['resourcesPerHost']:g} | {r['commandsPerHost']:g} |\n"
+        for r in rows
+    ]
+    return header + "".join(lines)
+
+
+def _numbers(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split(",") if part)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--hosts", type=_numbers, default=DEFAULT_HOSTS, help="comma-separated fleet sizes")
+    parser.add_argument("--numa", type=_numbers, default=DEFAULT_NUMA, help="comma-separated NUMA nodes per host")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per case; the fastest counts")
+    parser.add_argument("--json", metavar="PATH", help="also write the rows as JSON ('-': stdout, after the table)")
+    parser.add_argument("--no-cluster", action="store_true", help="standalone kubelets (no bootstrap kubeconfig on stdin)")
+    parser.add_argument("--demo", action="store_true", help="enable the demo pods (needs the cluster)")
+    parser.add_argument("--profile", choices=("program", "baseline", "both"), help="write cProfile stats per case")
+    parser.add_argument("--profile-dir", default=".", help="where --profile writes <kind>-<hosts>x<numa>.pstats")
+    # Internal: one measurement in this subprocess.
+    parser.add_argument("--child", choices=("program", "baseline"), help=argparse.SUPPRESS)
+    parser.add_argument("--hosts-n", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--numa-n", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--tree", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        if args.profile == "both" or (args.profile and args.profile == args.child):
+            pass
+        child(args)
+        return 0
+    if args.profile:
+        Path(args.profile_dir).mkdir(parents=True, exist_ok=True)
+
+    started = time.perf_counter()
+    rows = []
+    for numa in args.numa:
+        for hosts in args.hosts:
+            row = measure(hosts, numa, args)
+            rows.append(row)
+            print(
+                f"measured {hosts} x {numa}: program {row['programSeconds']:.2f}s, "
+                f"baseline {row['baselineSeconds']:.2f}s, ratio {row['ratio']:.2f}",
+                file=sys.stderr,
+                flush=True,
+            )
+    rows.sort(key=lambda r: (r["numaNodes"], r["hosts"]))
+    total = time.perf_counter() - started
+    sys.stdout.write(markdown(rows))
+    sys.stdout.write(f"\nPython {sys.version.split()[0]}, {os.cpu_count()} CPUs; whole benchmark {total:.0f} s.\n")
+    if args.json:
+        document = json.dumps({"rows": rows, "totalSeconds": round(total, 1)}, indent=2) + "\n"
+        if args.json == "-":
+            sys.stdout.write(document)
+        else:
+            Path(args.json).write_text(document)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
