@@ -41,7 +41,7 @@ DEFAULT_NUMA = (2, 8)
 # Secrets of the generated stacks: placeholders that pass validation.
 FAKE_PRIVATE_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nbenchmark\n-----END OPENSSH PRIVATE KEY-----\n"
 FAKE_TOKEN = "abcdef.0123456789abcdef"
-FAKE_CA = "-----BEGIN CERTIFICATE-----\nMIIBbenchmark\n-----END CERTIFICATE-----\n"
+FAKE_CA = "-----BEGIN CERTIFICATE-----\nTUlJQmJlbmNobWFyaw==\n-----END CERTIFICATE-----\n"
 
 
 # ---------------------------------------------------------------- fleet configs
@@ -120,10 +120,7 @@ def _evaluate(stack_config: dict[str, Any], program, profile: str | None = None)
         profiler.disable()
     seconds = time.perf_counter() - start
     if profiler is not None:
-        import pstats
-
-        stats = pstats.Stats(profiler, stream=sys.stderr)
-        stats.dump_stats(profile)
+        profiler.dump_stats(profile)
     return seconds, mocks, monitor
 
 
@@ -204,13 +201,15 @@ def child(args: argparse.Namespace) -> None:
     result: dict[str, Any] = {"hosts": args.hosts_n, "numa": args.numa_n, "kind": args.child}
     if args.child == "program":
         main = str(PROJECT_DIR / "__main__.py")
-        seconds, mocks, monitor = _evaluate(stack_config, lambda: runpy.run_path(main, run_name="__main__"), args.profile)
+        seconds, mocks, monitor = _evaluate(
+            stack_config, lambda: runpy.run_path(main, run_name="__main__"), args.profile_out
+        )
         tree = _tree(mocks, monitor)
         Path(args.tree).write_text(json.dumps(tree))
         result["core_seconds"] = _core_seconds(stack_config)
     else:
         tree = json.loads(Path(args.tree).read_text())
-        seconds, mocks, monitor = _evaluate(stack_config, _baseline_program(tree), args.profile)
+        seconds, mocks, monitor = _evaluate(stack_config, _baseline_program(tree), args.profile_out)
     result["seconds"] = seconds
     result["peak_rss_mib"] = _peak_rss_mib()
     result["resources"] = len(mocks.resources)
@@ -231,7 +230,7 @@ def _run_child(kind: str, hosts: int, numa: int, tree: Path, args: argparse.Name
     if args.demo:
         command.append("--demo")
     if profile:
-        command += ["--profile", profile]
+        command += ["--profile-out", profile]
     completed = subprocess.run(command, capture_output=True, text=True, cwd=PROJECT_DIR)
     if completed.returncode != 0:
         sys.stderr.write(completed.stderr)
@@ -243,9 +242,10 @@ def measure(hosts: int, numa: int, args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="numa-kubelets-bench-") as scratch:
         tree = Path(scratch) / "tree.json"
         profile_program = profile_baseline = None
-        if args.profile:
-            profile_program = str(Path(args.profile_dir) / f"program-{hosts}x{numa}.pstats")
-            profile_baseline = str(Path(args.profile_dir) / f"baseline-{hosts}x{numa}.pstats")
+        if args.profile in ("program", "both"):
+            profile_program = str(Path(args.profile_dir).resolve() / f"program-{hosts}x{numa}.pstats")
+        if args.profile in ("baseline", "both"):
+            profile_baseline = str(Path(args.profile_dir).resolve() / f"baseline-{hosts}x{numa}.pstats")
         best_program = best_baseline = None
         for _ in range(args.repeat):
             program = _run_child("program", hosts, numa, tree, args, profile_program)
@@ -300,17 +300,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", metavar="PATH", help="also write the rows as JSON ('-': stdout, after the table)")
     parser.add_argument("--no-cluster", action="store_true", help="standalone kubelets (no bootstrap kubeconfig on stdin)")
     parser.add_argument("--demo", action="store_true", help="enable the demo pods (needs the cluster)")
-    parser.add_argument("--profile", choices=("program", "baseline", "both"), help="write cProfile stats per case")
+    parser.add_argument(
+        "--profile", choices=("program", "baseline", "both"), help="write cProfile stats per case (read with pstats)"
+    )
     parser.add_argument("--profile-dir", default=".", help="where --profile writes <kind>-<hosts>x<numa>.pstats")
     # Internal: one measurement in this subprocess.
     parser.add_argument("--child", choices=("program", "baseline"), help=argparse.SUPPRESS)
     parser.add_argument("--hosts-n", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--numa-n", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--tree", help=argparse.SUPPRESS)
+    parser.add_argument("--profile-out", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        if args.profile == "both" or (args.profile and args.profile == args.child):
-            pass
         child(args)
         return 0
     if args.profile:

@@ -888,6 +888,10 @@ def check_environment(config: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _exit_cleanly(signal_number: int, frame: Any) -> None:
+    raise SystemExit(0)
+
+
 def run(argv: list[str]) -> int:
     if any(arg in ("--version", "--version=true", "--version=raw") for arg in argv):
         print(VERSION_LINE)
@@ -896,6 +900,9 @@ def run(argv: list[str]) -> int:
         print(USAGE)
         return 0
     started_at = time.time()
+    # Stopping is success, at any point (a kubelet stopped by systemd exits 0).
+    for signal_number in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signal_number, _exit_cleanly)
     flags = parse_flags(argv)
     try:
         config = load_config(read_text(flags["config"]))
@@ -935,12 +942,8 @@ def run(argv: list[str]) -> int:
         file=sys.stderr,
         flush=True,
     )
-    stopping = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
-    signal.signal(signal.SIGINT, lambda *_: stopping.set())
-    while not stopping.wait(3600):
-        pass
-    return 0
+    while True:
+        time.sleep(3600)
 
 
 def main() -> int:
