@@ -17,7 +17,7 @@ Usage (from the repository root, with the venv):
 Columns: `program s` / `baseline s` are the evaluation wall time (libraries already imported),
 `ratio` their quotient (issue 6's target: <= 1.5 at 500 x 8), `core s` the pure core alone
 (validate config, build the plan, render every script: a part of `program s`), peak RSS of
-each subprocess, resources registered (the Stack included), resources and remote commands
+each subprocess, resources registered (the root Stack is not counted), resources and remote commands
 per host (each command is one SSH session per apply when its inputs change).
 """
 
@@ -267,7 +267,7 @@ def measure(hosts: int, numa: int, args: argparse.Namespace) -> dict[str, Any]:
         "programPeakRssMiB": round(best_program["peak_rss_mib"], 1),
         "baselinePeakRssMiB": round(best_baseline["peak_rss_mib"], 1),
         "resources": best_program["resources"],
-        "resourcesPerHost": round((best_program["resources"] - 1) / hosts, 2),  # without the Stack
+        "resourcesPerHost": round(best_program["resources"] / hosts, 2),
         "commandsPerHost": round(best_program["commands"] / hosts, 2),
         "resourceTypes": best_program["types"],
     }
