@@ -56,8 +56,8 @@ class NumaHost(pulumi.ComponentResource):
         self.slices = [
             NumaSlice(
                 f"{name}-{kubelet.layout.instance}",
-                NumaSliceArgs(host, kubelet, args.plan, connection, args.bootstrap_token),
-                after_preflight,
+                NumaSliceArgs(host, kubelet, args.plan, connection, args.bootstrap_token, after=[self.preflight]),
+                child,
             )
             for kubelet in host.kubelets
         ]

@@ -20,6 +20,7 @@ class KubeletInstanceArgs:
     plan: Plan
     connection: command.remote.ConnectionArgs
     bootstrap_token: pulumi.Output[str] | None
+    after: list[pulumi.Resource]
 
 
 class KubeletInstance(pulumi.ComponentResource):
@@ -30,7 +31,7 @@ class KubeletInstance(pulumi.ComponentResource):
             f"{name}-containerd",
             args.connection,
             scripts.containerd_scripts(args.host, kubelet, plan),
-            pulumi.ResourceOptions(parent=self),
+            pulumi.ResourceOptions(parent=self, depends_on=args.after),
         )
         stdin = None
         if plan.cluster is not None:

@@ -21,6 +21,8 @@ class NumaSliceArgs:
     plan: Plan
     connection: command.remote.ConnectionArgs
     bootstrap_token: pulumi.Output[str] | None
+    # Children do not inherit a component's dependencies: the first command waits explicitly.
+    after: list[pulumi.Resource]
 
 
 class NumaSlice(pulumi.ComponentResource):
@@ -31,13 +33,15 @@ class NumaSlice(pulumi.ComponentResource):
             f"{name}-slice",
             args.connection,
             scripts.slice_scripts(args.host, args.kubelet),
-            pulumi.ResourceOptions(parent=self),
+            pulumi.ResourceOptions(parent=self, depends_on=args.after),
         )
         # Same name, other type: its URN differs, and the preview reads "numa-a-numa0".
         self.kubelet = KubeletInstance(
             name,
-            KubeletInstanceArgs(args.host, args.kubelet, args.plan, args.connection, args.bootstrap_token),
-            pulumi.ResourceOptions(parent=self, depends_on=[self.unit]),
+            KubeletInstanceArgs(
+                args.host, args.kubelet, args.plan, args.connection, args.bootstrap_token, after=[self.unit]
+            ),
+            pulumi.ResourceOptions(parent=self),
         )
         self.register_outputs(
             {

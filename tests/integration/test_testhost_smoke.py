@@ -1,0 +1,88 @@
+"""The emulated NUMA test host is what the real-host tier relies on: check it.
+
+Uses the session's shared origin machine (`numa_host`, CPUs 0-3 on NUMA node
+0 and 4-7 on node 1) plus one extra boot with three nodes and interleaved
+CPU numbering. Fixtures come from tests/testhost/fixtures.py.
+"""
+
+import pytest
+
+from tests.testhost import TestHost, Topology
+
+pytestmark = pytest.mark.testhost
+
+INTERLEAVED = Topology.parse("0,3,6;1,4,7;2,5")
+
+
+def test_pid1_is_systemd_252(numa_host: TestHost) -> None:
+    assert numa_host.run("cat /proc/1/comm").stdout.strip() == "systemd"
+    version = numa_host.run("systemctl --version").stdout.split()
+    assert version[:2] == ["systemd", "252"]
+
+
+def test_cgroup_v2_with_cpuset_controller(numa_host: TestHost) -> None:
+    assert numa_host.run("stat -f -c %T /sys/fs/cgroup").stdout.strip() == "cgroup2fs"
+    controllers = numa_host.run("cat /sys/fs/cgroup/cgroup.controllers").stdout.split()
+    assert {"cpuset", "cpu", "memory"} <= set(controllers)
+
+
+def test_numa_nodes_have_the_origin_cpus(numa_host: TestHost) -> None:
+    assert _node_cpulists(numa_host) == ["0-3", "4-7"]
+    assert numa_host.run("cat /sys/devices/system/cpu/online").stdout.strip() == "0-7"
+
+
+def test_memory_is_split_over_both_nodes(numa_host: TestHost) -> None:
+    sizes = numa_host.run(
+        "for node in /sys/devices/system/node/node[0-9]*; do "
+        "awk '/MemTotal/ {print $4}' \"$node/meminfo\"; done"
+    ).stdout.split()
+    assert len(sizes) == 2 and all(int(kib) > 700 * 1024 for kib in sizes)
+
+
+def test_kubelet_is_the_clearly_named_standin(numa_host: TestHost) -> None:
+    version = numa_host.run("/usr/bin/kubelet --version").stdout.strip()
+    assert version == "Kubernetes v1.35.0 (numa-kubelets test stand-in, not a kubelet)"
+
+
+def test_standin_refuses_deprecated_flags(numa_host: TestHost) -> None:
+    result = numa_host.run("/usr/bin/kubelet --max-pods=1 --config=/nonexistent", check=False)
+    assert result.rc != 0
+    assert "--max-pods is deprecated" in result.stderr
+
+
+def test_containerd_and_runc_are_real(numa_host: TestHost) -> None:
+    assert numa_host.run("/usr/bin/containerd --version").stdout.startswith("containerd ")
+    assert numa_host.run("runc --version").stdout.startswith("runc version")
+
+
+def test_default_containerd_is_masked_and_not_running(numa_host: TestHost) -> None:
+    state = numa_host.run("systemctl is-enabled containerd.service", check=False).stdout.strip()
+    assert state == "masked"
+    active = numa_host.run("systemctl is-active containerd.service", check=False).stdout.strip()
+    assert active == "inactive"
+    assert numa_host.run("pgrep -x containerd", check=False).rc == 1
+    assert numa_host.run("test -e /run/containerd/containerd.sock", check=False).rc == 1
+
+
+def test_boot_reached_a_healthy_system(numa_host: TestHost) -> None:
+    result = numa_host.run("systemctl is-system-running --wait", check=False)
+    failed = numa_host.run("systemctl --failed --no-legend --plain").stdout
+    assert result.stdout.strip() == "running", failed
+
+
+def test_stdin_reaches_the_script(numa_host: TestHost) -> None:
+    payload = "line one\n$HOME 'quoted' \"double\"\n"
+    assert numa_host.run("cat", stdin=payload).stdout == payload
+    result = numa_host.run("cat >&2; exit 3", stdin=b"\x00binary", check=False)
+    assert (result.rc, result.stderr) == (3, "\x00binary")
+
+
+def test_interleaved_three_node_topology(boot_testhost) -> None:
+    with boot_testhost(INTERLEAVED) as host:
+        assert _node_cpulists(host) == ["0,3,6", "1,4,7", "2,5"]
+        assert host.run("numactl --hardware | head -1").stdout.strip() == "available: 3 nodes (0-2)"
+
+
+def _node_cpulists(host: TestHost) -> list[str]:
+    script = "for node in $(ls -d /sys/devices/system/node/node[0-9]* | sort -V); do cat $node/cpulist; done"
+    return host.run(script).stdout.split()
