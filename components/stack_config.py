@@ -10,6 +10,7 @@ from pulumi.runtime import config as runtime_config
 from pydantic import SecretStr
 
 from numa_kubelets.config import NAMESPACE, ConfigError, Problem, StackConfig, decode_pulumi_values, load_config
+from numa_kubelets.placement import check_demo
 from numa_kubelets.plan import Plan, build_plan
 
 
@@ -24,7 +25,9 @@ def read_stack() -> tuple[StackConfig, Plan]:
     """The validated configuration and its plan; an invalid one stops the program before any resource."""
     try:
         config = load_config(decode_pulumi_values(raw_namespace_values()))
-        return config, build_plan(config)
+        plan = build_plan(config)
+        check_demo(config, plan)
+        return config, plan
     except ConfigError as error:
         raise pulumi.RunError(str(error)) from None
 

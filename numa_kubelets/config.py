@@ -19,9 +19,10 @@ from pydantic import (
     ConfigDict,
     Field,
     SecretStr,
+    StrictInt,
     StrictStr,
+    TypeAdapter,
     ValidationError,
-    model_validator,
 )
 
 from . import validators as v
@@ -60,8 +61,13 @@ def _parse_cpulist(value: Any) -> CpuSet:
         raise ValueError(str(error)) from None
 
 
+def _check_token(token: SecretStr) -> SecretStr:
+    v.check_bootstrap_token(token.get_secret_value())
+    return token
+
+
 CpuList = Annotated[CpuSet, BeforeValidator(_parse_cpulist)]
-Port = Annotated[int, Field(ge=1, le=MAX_PORT)]
+Port = Annotated[StrictInt, Field(ge=1, le=MAX_PORT)]
 DnsLabel = Annotated[StrictStr, AfterValidator(v.check_dns_label)]
 DnsName = Annotated[StrictStr, AfterValidator(v.check_dns_name)]
 AbsolutePath = Annotated[StrictStr, AfterValidator(v.check_absolute_path)]
@@ -73,26 +79,25 @@ class StrictModel(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
         frozen=True,
-        populate_by_name=True,
         arbitrary_types_allowed=True,
         hide_input_in_errors=True,
     )
 
 
 class NumaNodeSpec(StrictModel):
-    id: Annotated[int, Field(ge=0, le=1023)]
+    id: Annotated[StrictInt, Field(ge=0, le=1023)]
     cpus: CpuList
 
 
 class KubeletSpec(StrictModel):
-    numa_node: Annotated[int, Field(alias="numaNode", ge=0, le=1023)]
+    numa_node: Annotated[StrictInt, Field(alias="numaNode", ge=0, le=1023)]
     node_name: DnsName | None = Field(default=None, alias="nodeName")
     cpus: CpuList | None = None
     labels: dict[LabelKey, LabelValue] = Field(default_factory=dict)
-    max_pods: Annotated[int, Field(alias="maxPods", ge=1, le=10000)] = 110
+    max_pods: Annotated[StrictInt, Field(alias="maxPods", ge=1, le=10000)] = 110
     port: Port | None = None
     healthz_port: Port | None = Field(default=None, alias="healthzPort")
-    read_only_port: Annotated[int, Field(alias="readOnlyPort", ge=0, le=MAX_PORT)] = 0
+    read_only_port: Annotated[StrictInt, Field(alias="readOnlyPort", ge=0, le=MAX_PORT)] = 0
 
 
 class HostSpec(StrictModel):
@@ -126,17 +131,13 @@ class StackConfig(StrictModel):
         default=None, alias="sshPrivateKeyPath"
     )
     cluster: ClusterSpec | None = None
-    bootstrap_token: SecretStr | None = Field(default=None, alias="bootstrapToken")
+    bootstrap_token: Annotated[SecretStr, AfterValidator(_check_token)] | None = Field(
+        default=None, alias="bootstrapToken"
+    )
     kubeconfig: SecretStr | None = None
     demo: DemoSpec = Field(default_factory=DemoSpec)
     kubelet_path: AbsolutePath = Field(default="/usr/bin/kubelet", alias="kubeletPath")
     containerd_path: AbsolutePath = Field(default="/usr/bin/containerd", alias="containerdPath")
-
-    @model_validator(mode="after")
-    def _token_format(self) -> StackConfig:
-        if self.bootstrap_token is not None:
-            v.check_bootstrap_token(self.bootstrap_token.get_secret_value())
-        return self
 
     @property
     def demo_enabled(self) -> bool:
@@ -166,7 +167,7 @@ def format_path(location: tuple[int | str, ...]) -> str:
     for part in location:
         if isinstance(part, int):
             path += f"[{part}]"
-        elif part.startswith("function-") or part in {"str", "int", "bool"}:
+        elif part.startswith("function-") or part in {"str", "int", "bool", "[key]"}:
             continue  # pydantic's name for a validator, not a config key
         else:
             path += f".{part}" if path else part
@@ -189,11 +190,27 @@ def load_config(raw: Mapping[str, Any]) -> StackConfig:
     try:
         config = StackConfig.model_validate(dict(raw))
     except ValidationError as error:
-        raise ConfigError([_problem_from_pydantic(e) for e in error.errors()]) from None
+        problems = [_problem_from_pydantic(e) for e in error.errors()]
+        raise ConfigError(problems + _problems_of_well_formed_hosts(raw.get("hosts"))) from None
     problems = semantic_problems(config)
     if problems:
         raise ConfigError(problems)
     return config
+
+
+def _problems_of_well_formed_hosts(hosts: Any) -> list[Problem]:
+    """While other keys are malformed, still report what is wrong inside the hosts that are not."""
+    if not isinstance(hosts, list):
+        return []
+    problems: list[Problem] = []
+    adapter = TypeAdapter(HostSpec)
+    for index, raw_host in enumerate(hosts):
+        try:
+            host = adapter.validate_python(raw_host)
+        except ValidationError:
+            continue
+        problems.extend(host_problems(host, f"hosts[{index}]"))
+    return problems
 
 
 def semantic_problems(config: StackConfig) -> list[Problem]:

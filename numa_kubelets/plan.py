@@ -264,7 +264,7 @@ def build_plan(config: StackConfig) -> Plan:
     )
 
 
-def _kubelet_path(config: StackConfig, host_index: int, numa_node: int) -> str:
+def kubelet_config_path(config: StackConfig, host_index: int, numa_node: int) -> str:
     """Config path of a kubelet: its entry in `kubelets`, or the host when it was defaulted."""
     host = config.hosts[host_index]
     for position, spec in kubelet_specs(host):
@@ -292,7 +292,7 @@ def fleet_problems(config: StackConfig, hosts: tuple[HostPlan, ...]) -> list[Pro
         taken: dict[int, str] = {port: name for port, name in RESERVED_PORTS.items()}
         taken[host.ssh_port] = "sshd"
         for kubelet in host.kubelets:
-            path = _kubelet_path(config, host_index, kubelet.numa_node)
+            path = kubelet_config_path(config, host_index, kubelet.numa_node)
             explicit = ".kubelets[" in path
             if kubelet.node_name in node_names:
                 field_path = f"{path}.nodeName" if explicit else path

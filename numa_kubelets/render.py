@@ -104,7 +104,8 @@ def containerd_unit(kubelet: KubeletPlan, containerd_path: str) -> HostFile:
         layout.containerd_unit_path,
         HEADER
         + "[Unit]\n"
-        + f"Description=numa-kubelets: containerd for NUMA node {kubelet.numa_node} (CPUs {kubelet.cpus})\n"
+        # No CPUs here: a slice's cpuset changes live, without restarting the runtime.
+        + f"Description=numa-kubelets: containerd for NUMA node {kubelet.numa_node}\n"
         + "Documentation=https://containerd.io\n"
         + "After=network.target local-fs.target\n"
         + "\n"

@@ -15,7 +15,7 @@ import hashlib
 import shlex
 from dataclasses import dataclass
 
-from .plan import SHARED_DEVICE_PLUGINS_DIR, HostPlan, KubeletPlan, Plan
+from .plan import SHARED_CONTAINERD_RUN, SHARED_DEVICE_PLUGINS_DIR, HostPlan, KubeletPlan, Plan
 from .render import (
     HOST_SERVICE_UNITS,
     HostFile,
@@ -52,6 +52,8 @@ write_file() {{
 }}
 is_pending() {{ [ -e "$pending_dir/$1" ]; }}
 done_pending() {{ rm -f "$pending_dir/$1"; }}
+# forget MARKER: for remove scripts; leaves no empty numa-kubelets directory behind in /run.
+forget() {{ rm -f "$pending_dir/$1"; rmdir "$pending_dir" /run/numa-kubelets 2>/dev/null || true; }}
 """
 
 
@@ -153,6 +155,7 @@ def host_services_scripts(host: HostPlan) -> HostScripts:
         apply_steps.append(_check_cpuset(unit.unit, host.system_cpus.format(), "cpus"))
     remove_steps = [f"rm -f {q(f.path)}\n" for f in host_service_dropins(host)]
     remove_steps += [f"rmdir {q(f.path.rsplit('/', 1)[0])} 2>/dev/null || true\n" for f in host_service_dropins(host)]
+    remove_steps.append(f"forget {marker}\n")
     remove_steps.append("systemctl daemon-reload\n")
     title = f"keep system.slice, init.scope and user.slice on CPUs {host.system_cpus} of host {host.name}"
     return HostScripts(
@@ -177,6 +180,7 @@ def slice_scripts(host: HostPlan, kubelet: KubeletPlan) -> HostScripts:
         # Stops whatever still runs in the slice, pods included.
         f"systemctl stop {q(layout.slice)} 2>/dev/null || true\n",
         f"rm -f {q(layout.slice_path)}\n",
+        f"forget {q(marker)}\n",
         "systemctl daemon-reload\n",
     ]
     title = f"{layout.slice} on host {host.name}: CPUs {kubelet.cpus}, memory node {kubelet.mems}"
@@ -218,8 +222,9 @@ def containerd_scripts(host: HostPlan, kubelet: KubeletPlan, plan: Plan) -> Host
         _unmount_below(layout.containerd_state),
         f"rm -f {q(layout.containerd_unit_path)} {q(layout.containerd_config)}\n",
         f"rm -rf {q(layout.containerd_root)} {q(layout.containerd_state)}\n",
-        f"rmdir {q(layout.config_dir)} /etc/numa-kubelets 2>/dev/null || true\n",
-        f"done_pending {q(unit)}\n",
+        # The mount point systemd made for BindPaths; a host's own containerd keeps it busy.
+        f"rmdir {q(layout.config_dir)} /etc/numa-kubelets {q(SHARED_CONTAINERD_RUN)} 2>/dev/null || true\n",
+        f"forget {q(unit)}\n",
         "systemctl daemon-reload\n",
     ]
     title = f"{unit} on host {host.name}"
@@ -259,7 +264,7 @@ def kubelet_scripts(host: HostPlan, kubelet: KubeletPlan, plan: Plan) -> HostScr
         f"rm -rf {q(layout.root_dir)} {q(layout.pod_logs_dir)} {q(layout.kubelet_config_dropin_dir.rsplit('/', 1)[0])}\n",
         f"rm -f {' '.join(q(f.path) for f in kubelet_files(kubelet, plan))} {q(layout.bootstrap_kubeconfig)}\n",
         f"rmdir {q(layout.config_dir)} /etc/numa-kubelets {q(SHARED_DEVICE_PLUGINS_DIR)} /var/lib/kubelet 2>/dev/null || true\n",
-        f"done_pending {q(unit)}\n",
+        f"forget {q(unit)}\n",
         "systemctl daemon-reload\n",
     ]
     title = f"{unit} ({kubelet.node_name}) on host {host.name}"

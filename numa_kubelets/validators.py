@@ -52,6 +52,9 @@ def check_dns_name(value: str) -> str:
 
 
 def check_address(value: str) -> str:
+    if "%" in value:
+        # ipaddress accepts any text as an IPv6 scope id; none is needed to reach a server.
+        raise ValueError(f"{value!r}: IPv6 scope ids (%...) are not supported")
     try:
         ipaddress.ip_address(value)
         return value

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from .image import Image, ensure_image
+from .image import DEFAULT_CACHE_DIR, Image, ensure_image
 from .qemu import (
     QemuProcess,
     create_overlay,
@@ -63,6 +63,10 @@ class TestHost:
         """Run `script` with `bash -c` as root; `timeout` is the longest silence tolerated."""
         return self._ssh.run(script, stdin=stdin, check=check, timeout=timeout)
 
+    def disconnect(self) -> None:
+        """Drop the SSH connection; the next `run` opens a new one."""
+        self._ssh.close()
+
     def is_running(self) -> bool:
         return self.qemu.is_running()
 
@@ -71,7 +75,7 @@ class TestHost:
 
     def shutdown(self) -> None:
         """Stop the qemu this host was booted with, and only that one."""
-        self._ssh.close()
+        self.disconnect()
         self.qemu.stop()
 
     def __enter__(self) -> "TestHost":
@@ -117,7 +121,7 @@ class TestHost:
 
 def boot(
     topology: TopologyLike = ORIGIN,
-    workdir: Path | str = ".testhost/run",
+    workdir: Path | str = DEFAULT_CACHE_DIR / "run",
     ssh_port: Optional[int] = None,
     *,
     image: Optional[Image] = None,
@@ -182,24 +186,24 @@ def boot(
 
 def _wait_for_ssh(host: TestHost, deadline: float) -> None:
     """Until a real command runs: slirp accepts on the port long before sshd is up."""
-    last_error: Optional[BaseException] = None
+    last_error: object = "sshd never answered on the forwarded port"
     while time.monotonic() < deadline:
         if not host.is_running():
             raise TestHostError(
                 f"qemu exited during boot; serial console ({host.serial_log}):\n{tail(host.serial_log)}"
             )
-        try:
-            # Probing the banner first keeps paramiko from logging a traceback
-            # for every attempt made before sshd listens.
-            if _sshd_banner_seen(host.port):
+        # Probing the banner first keeps paramiko from logging a traceback
+        # for every attempt made before sshd listens.
+        if _sshd_banner_seen(host.port):
+            try:
                 host.run("true", timeout=10)
                 return
-        except Exception as error:  # not up yet: refused, reset, auth not ready...
-            last_error = error
-            host._ssh.close()
-            time.sleep(1)
+            except Exception as error:  # sshd starting up: reset, auth not ready...
+                last_error = error
+                host.disconnect()
+        time.sleep(1)
     raise TestHostError(
-        f"no SSH on 127.0.0.1:{host.port} before the boot deadline (last error: {last_error!r}); "
+        f"no SSH on 127.0.0.1:{host.port} before the boot deadline ({last_error}); "
         f"serial console ({host.serial_log}):\n{tail(host.serial_log)}"
     )
 

@@ -61,6 +61,7 @@ class StandinError(Exception):
 
 FLAG_ONLY = (
     "config",
+    "config-dir",
     "kubeconfig",
     "bootstrap-kubeconfig",
     "root-dir",
@@ -71,7 +72,7 @@ FLAG_ONLY = (
     "v",
 )
 REQUIRED_FLAGS = ("config", "root-dir", "hostname-override")
-PATH_FLAGS = ("config", "kubeconfig", "bootstrap-kubeconfig", "root-dir", "cert-dir")
+PATH_FLAGS = ("config", "config-dir", "kubeconfig", "bootstrap-kubeconfig", "root-dir", "cert-dir")
 
 REMOVED_FLAGS = {
     "api-servers": "removed in Kubernetes 1.8; use --kubeconfig",
@@ -468,6 +469,38 @@ def load_config(text: str) -> dict[str, Any]:
     return config
 
 
+def merge_dropin(config: dict[str, Any], dropin: dict[str, Any]) -> dict[str, Any]:
+    """The kubelet's --config-dir merge: a drop-in's fields override, nested maps merge."""
+    merged = dict(config)
+    for field, value in dropin.items():
+        if isinstance(value, dict) and isinstance(merged.get(field), dict):
+            merged[field] = merge_dropin(merged[field], value)
+        else:
+            merged[field] = value
+    return merged
+
+
+def read_dropins(directory: str) -> list[tuple[str, dict[str, Any]]]:
+    """The *.conf files of --config-dir in lexical order, each a full KubeletConfiguration document."""
+    try:
+        names = sorted(name for name in os.listdir(directory) if name.endswith(".conf"))
+    except OSError as error:
+        raise StandinError("kubelet stand-in: cannot read --config-dir:", [f"{directory}: {error.strerror}"]) from None
+    dropins = []
+    for name in names:
+        path = os.path.join(directory, name)
+        dropin = load_config(read_text(path))
+        header = [
+            f"{path}: {field} must be {expected!r}, not {dropin.get(field)!r}"
+            for field, expected in (("apiVersion", API_VERSION), ("kind", KIND))
+            if dropin.get(field) != expected
+        ]
+        if header:
+            raise StandinError("kubelet stand-in: invalid drop-in:", header)
+        dropins.append((path, dropin))
+    return dropins
+
+
 def validate_config(config: dict[str, Any]) -> list[str]:
     """Every problem of a parsed KubeletConfiguration, for the kubelet units of this product."""
     problems: list[str] = []
@@ -820,8 +853,8 @@ class _IPv6Server(ThreadingHTTPServer):
     address_family = socket.AF_INET6
 
 
-def serve(servers: dict[str, tuple[str, int]]) -> list[str]:
-    """Bind every server (all or nothing) and serve them in threads; returns "name addr:port"."""
+def serve(servers: dict[str, tuple[str, int]]) -> list[ThreadingHTTPServer]:
+    """Bind every server (all or nothing) and serve them in threads."""
     started = []
     try:
         for name, (address, port) in servers.items():
@@ -838,8 +871,9 @@ def serve(servers: dict[str, tuple[str, int]]) -> list[str]:
     except StandinError:
         for server in started:
             server.shutdown()
+            server.server_close()
         raise
-    return [f"{name} {address}:{port}" for name, (address, port) in servers.items()]
+    return started
 
 
 def write_json_atomically(path: str, document: dict[str, Any]) -> None:
@@ -907,7 +941,12 @@ def run(argv: list[str]) -> int:
     try:
         config = load_config(read_text(flags["config"]))
     except OSError as error:
-        raise StandinError("kubelet stand-in: cannot read --config:", [f"{flags['config']}: {error.strerror}"]) from None
+        problem = f"{flags['config']}: {error.strerror}"
+        raise StandinError("kubelet stand-in: cannot read --config:", [problem]) from None
+    config_files = [flags["config"]]
+    for path, dropin in read_dropins(flags["config-dir"]) if "config-dir" in flags else []:
+        config = merge_dropin(config, dropin)
+        config_files.append(path)
     problems = validate_config(config)
     if "bootstrap-kubeconfig" in flags and not os.path.isfile(flags["bootstrap-kubeconfig"]):
         problems.append(f"--bootstrap-kubeconfig {flags['bootstrap-kubeconfig']} does not exist")
@@ -918,13 +957,16 @@ def run(argv: list[str]) -> int:
     root_dir = flags["root-dir"]
     os.makedirs(root_dir, exist_ok=True)
     os.makedirs(flags.get("cert-dir", os.path.join(root_dir, "pki")), exist_ok=True)
-    listening = serve(listen_addresses(config))
+    servers = listen_addresses(config)
+    serve(servers)
+    listening = [f"{name} {address}:{port}" for name, (address, port) in servers.items()]
     status = read_text("/proc/self/status")
     record = {
         "standin": VERSION_LINE,
         "argv": [sys.argv[0], *argv],
         "flags": flags,
         "config": config,
+        "config_files": config_files,
         "pid": os.getpid(),
         "started_at": started_at,
         "started_at_iso": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started_at)),

@@ -1,0 +1,112 @@
+"""DemoPlacement: one labeled demo pod for one kubelet, and the proof of where it runs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_command as command
+import pulumi_kubernetes as k8s
+
+from numa_kubelets import placement
+from numa_kubelets.placement import DemoPod, PlacementVerdict, StackKubelets
+from numa_kubelets.plan import HostPlan, Plan
+
+from .host import connection_for
+from .remote import remote_command
+
+
+def demo_namespace(namespace: str, provider: k8s.Provider) -> k8s.core.v1.Namespace:
+    manifest = placement.namespace_manifest(namespace)
+    return k8s.core.v1.Namespace(
+        namespace, metadata=manifest["metadata"], opts=pulumi.ResourceOptions(provider=provider)
+    )
+
+
+@dataclass(frozen=True)
+class DemoPlacementArgs:
+    pod: DemoPod
+    host: HostPlan
+    plan: Plan
+    kubelets: StackKubelets
+    connection: command.remote.ConnectionArgs
+    provider: k8s.Provider
+    # The namespace and the kubelet the pod needs: created before it, deleted after it.
+    after: list[pulumi.Resource]
+
+
+class DemoPlacement(pulumi.ComponentResource):
+    def __init__(self, name: str, args: DemoPlacementArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("numa-kubelets:index:DemoPlacement", name, None, opts)
+        demo, plan = args.pod, args.plan
+        manifest = demo.manifest()
+        # Same name, other type: the preview reads "numa-demo-<node>" for both.
+        self.pod = k8s.core.v1.Pod(
+            name,
+            metadata=manifest["metadata"],
+            spec=manifest["spec"],
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                provider=args.provider,
+                depends_on=args.after,
+                # Creation waits until the pod is scheduled and ready, as long as the config allows.
+                custom_timeouts=pulumi.CustomTimeouts(create=demo.ready_timeout, update=demo.ready_timeout),
+                # A fixed name cannot exist twice: a replacement deletes the old pod first.
+                delete_before_replace=True,
+            ),
+        )
+        self.probe = remote_command(
+            f"{name}-probe",
+            args.connection,
+            placement.probe_scripts(demo, args.host, plan),
+            pulumi.ResourceOptions(parent=self, depends_on=[self.pod]),
+            # The uid selects this incarnation of the pod; a new pod changes it and re-runs the probe.
+            stdin=self.pod.metadata.uid,
+            with_delete=False,
+        )
+        # The readings are CPU lists and pids; the SSH key only makes the provider mark them secret.
+        probe_stdout = pulumi.Output.unsecret(self.probe.stdout)
+        verdict = pulumi.Output.all(self.pod.spec.node_name, probe_stdout).apply(
+            lambda facts: _enforced(placement.judge_placement(demo, args.kubelets, facts[0], facts[1] or ""))
+        )
+        self.placement: pulumi.Output[dict[str, Any]] = verdict.apply(PlacementVerdict.output)
+        self.ok: pulumi.Output[bool] = verdict.apply(lambda v: v.ok)
+        self.register_outputs({"placement": self.placement})
+
+
+def _enforced(verdict: PlacementVerdict) -> PlacementVerdict:
+    """A misplaced pod fails `pulumi up`; a preview only shows the verdict (its facts are often unknown)."""
+    if not verdict.ok and not pulumi.runtime.is_dry_run():
+        raise pulumi.RunError(verdict.failure_message())
+    return verdict
+
+
+def demo_placements(
+    namespace: str,
+    pods: tuple[DemoPod, ...],
+    plan: Plan,
+    kubelet_instances: Mapping[str, pulumi.Resource],
+    private_key: pulumi.Output[str] | None,
+    provider: k8s.Provider,
+) -> list[DemoPlacement]:
+    """The namespace and one DemoPlacement per pod; `kubelet_instances` maps node names to KubeletInstances."""
+    namespace_resource = demo_namespace(namespace, provider)
+    hosts = {host.name: host for host in plan.hosts}
+    stack_kubelets = StackKubelets(plan)
+    return [
+        DemoPlacement(
+            pod.name,
+            DemoPlacementArgs(
+                pod,
+                hosts[pod.kubelet.host],
+                plan,
+                stack_kubelets,
+                connection_for(hosts[pod.kubelet.host], private_key),
+                provider,
+                after=[namespace_resource, kubelet_instances[pod.kubelet.node_name]],
+            ),
+        )
+        for pod in pods
+    ]

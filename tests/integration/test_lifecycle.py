@@ -1,0 +1,188 @@
+"""The program's own scripts applied to an emulated 2-socket NUMA machine, through a whole lifecycle.
+
+The scenarios build on each other (apply, re-apply, change, replace, interrupt, destroy), in
+file order, on one host; the destroy at the end also runs if a scenario fails.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from tests.integration.engine import CommandFailed, Engine
+from tests.integration.hostcheck import HostView
+from tests.program.harness import load_stack_file
+
+UNITS = ("containerd@numa0.service", "kubelet@numa0.service", "containerd@numa1.service", "kubelet@numa1.service")
+CREATED_PATHS = (
+    "/etc/systemd/system/numa0.slice",
+    "/etc/systemd/system/numa1.slice",
+    "/etc/systemd/system/kubelet@numa0.service",
+    "/etc/systemd/system/containerd@numa1.service",
+    "/etc/systemd/system/system.slice.d/50-numa-kubelets.conf",
+    "/etc/systemd/system/init.scope.d/50-numa-kubelets.conf",
+    "/etc/systemd/system/user.slice.d/50-numa-kubelets.conf",
+    "/etc/numa-kubelets",
+    "/var/lib/kubelet-numa0",
+    "/var/lib/kubelet-numa1",
+    "/var/lib/containerd-numa0",
+    "/run/containerd-numa1",
+    "/var/log/pods-numa0",
+    "/run/numa-kubelets",
+)
+
+
+def stack_for(host, base: str = "dev") -> dict:
+    config = load_stack_file(base)
+    config["sshPrivateKeyPath"] = str(host.key_path)
+    entry = config["hosts"][0]
+    entry.update(address=host.address, sshPort=host.port, hostKey=host.host_key)
+    return config
+
+
+@pytest.fixture(scope="module")
+def deployment(numa_host):
+    engine = Engine(lambda script, stdin: numa_host.run(script, stdin=stdin, check=False))
+    state = {"config": stack_for(numa_host), "engine": engine, "view": HostView(numa_host)}
+    yield state
+    if engine.state:
+        engine.destroy()
+
+
+def test_apply_confines_every_slice_unit_and_process(deployment, stopwatch):
+    engine, view = deployment["engine"], deployment["view"]
+    with stopwatch("first apply (origin machine, 8 remote commands)"):
+        ran = engine.up(deployment["config"])
+    assert len(ran) == 8 and all(phase == "create" for _, phase in ran)
+
+    assert (view.effective("numa0.slice", "cpus"), view.effective("numa0.slice", "mems")) == ("1-3", "0")
+    assert (view.effective("numa1.slice", "cpus"), view.effective("numa1.slice", "mems")) == ("5-7", "1")
+    for host_unit in ("system.slice", "init.scope", "user.slice"):
+        assert view.effective(host_unit, "cpus") == "0,4", host_unit
+    assert view.process_status(1)["Cpus_allowed_list"] == "0,4"
+    assert view.process_status(view.pid_of("sshd"))["Cpus_allowed_list"] == "0,4"
+
+    for numa, cpus in ((0, "1-3"), (1, "5-7")):
+        for unit in (f"containerd@numa{numa}.service", f"kubelet@numa{numa}.service"):
+            assert view.active(unit), unit
+            pid = view.main_pid(unit)
+            assert view.cgroup_of(pid) == f"/numa{numa}.slice/{unit}"
+            assert view.process_status(pid) == {"Cpus_allowed_list": cpus, "Mems_allowed_list": str(numa)}
+
+
+def test_kubelets_got_their_own_flags_config_and_credentials(deployment):
+    view = deployment["view"]
+    for numa, port, healthz, colour in ((0, 10250, 10248, "red"), (1, 10350, 10348, "blue")):
+        record = view.record(f"/var/lib/kubelet-numa{numa}")
+        flags, config = record["flags"], record["config"]
+        assert flags["hostname-override"] == f"numa-a-numa{numa}"
+        assert flags["root-dir"] == f"/var/lib/kubelet-numa{numa}"
+        assert flags["cert-dir"] == f"/var/lib/kubelet-numa{numa}/pki"
+        assert set(flags["node-labels"].split(",")) == {
+            f"numa-type={colour}",
+            "numa-kubelets.io/host=numa-a",
+            f"numa-kubelets.io/numa-node={numa}",
+        }
+        assert (config["port"], config["healthzPort"], config["readOnlyPort"]) == (port, healthz, 0)
+        assert config["cgroupRoot"] == f"/numa{numa}" and config["maxPods"] == 1
+        assert config["containerRuntimeEndpoint"] == f"unix:///run/containerd-numa{numa}/containerd.sock"
+        # The reservation drop-in: CPUs outside the slice from the plan, memory of the other node.
+        assert config["systemReserved"]["cpu"] == "5"
+        assert config["systemReserved"]["memory"].endswith("Ki") and int(config["systemReserved"]["memory"][:-2]) > 0
+        assert record["cpus_allowed_list"] == ("1-3" if numa == 0 else "5-7")
+        assert view.sh(f"python3 -c \"import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:{healthz}/healthz').read().decode())\"") == "ok"
+
+
+def test_second_apply_runs_nothing_and_rerunning_every_script_restarts_nothing(deployment):
+    engine, view = deployment["engine"], deployment["view"]
+    before = {unit: view.started_at(unit) for unit in UNITS}
+    assert engine.up(deployment["config"]) == []
+    for command in engine.state.values():
+        result = view.host.run(command.inputs["create"], stdin=command.inputs.get("stdin"), check=False)
+        assert result.rc == 0, f"{command.name}: {result.stderr}"
+    assert {unit: view.started_at(unit) for unit in UNITS} == before
+    assert not view.exists("/run/numa-kubelets/pending") or view.sh("ls /run/numa-kubelets/pending") == ""
+
+
+def test_changing_one_port_restarts_that_kubelet_alone(deployment):
+    engine, view = deployment["engine"], deployment["view"]
+    before = {unit: view.started_at(unit) for unit in UNITS}
+    deployment["config"]["hosts"][0]["kubelets"][1]["port"] = 10450
+    assert engine.up(deployment["config"]) == [("numa-a-numa1-kubelet", "update")]
+    after = {unit: view.started_at(unit) for unit in UNITS}
+    assert [unit for unit in UNITS if after[unit] != before[unit]] == ["kubelet@numa1.service"]
+    assert view.record("/var/lib/kubelet-numa1")["config"]["port"] == 10450
+
+
+def test_changing_a_slice_cpuset_applies_live_without_restarts(deployment):
+    engine, view = deployment["engine"], deployment["view"]
+    before = {unit: view.started_at(unit) for unit in ("containerd@numa0.service",)}
+    deployment["config"]["hosts"][0]["kubelets"][0]["cpus"] = "2-3"
+    ran = engine.up(deployment["config"])
+    assert ("numa-a-numa0-slice", "update") in ran
+    assert view.effective("numa0.slice", "cpus") == "2-3"
+    assert view.process_status(view.main_pid("containerd@numa0.service"))["Cpus_allowed_list"] == "2-3"
+    assert view.started_at("containerd@numa0.service") == before["containerd@numa0.service"]
+    # The kubelet restarts: its systemReserved grew by one CPU.
+    assert ("numa-a-numa0-kubelet", "update") in ran
+    assert view.record("/var/lib/kubelet-numa0")["config"]["systemReserved"]["cpu"] == "6"
+
+
+def test_replacing_the_runtime_loses_nothing(deployment):
+    engine, view = deployment["engine"], deployment["view"]
+    assert engine.state["numa-a-numa0-containerd"].delete_before_replace
+    engine.replace("numa-a-numa0-containerd")
+    for path in ("/etc/numa-kubelets/numa0/containerd.toml", "/etc/systemd/system/containerd@numa0.service"):
+        assert view.exists(path), path
+    for unit in UNITS:
+        assert view.active(unit), unit
+    assert engine.up(deployment["config"]) == []
+
+
+def test_an_interrupted_update_converges_on_the_next_run(deployment):
+    engine, view = deployment["engine"], deployment["view"]
+    changed = copy.deepcopy(deployment["config"])
+    changed["hosts"][0]["kubelets"][0]["maxPods"] = 7
+    probe = Engine(engine.runner)
+    probe.state = dict(engine.state)
+    # Die like a dropped SSH session: after the files are written, before the restart.
+    dying = "systemctl() { if [ \"$1\" = restart ]; then kill -9 $$; fi; command systemctl \"$@\"; }\n"
+    probe.runner = lambda script, stdin: view.host.run(dying + script, stdin=stdin, check=False)
+    with pytest.raises(CommandFailed):
+        probe.up(changed)
+    assert "maxPods: 7" in view.sh("cat /etc/numa-kubelets/numa0/kubelet-config.yaml")
+    assert view.record("/var/lib/kubelet-numa0")["config"]["maxPods"] == 1  # not restarted yet
+    deployment["config"] = changed
+    engine.up(changed)
+    assert view.record("/var/lib/kubelet-numa0")["config"]["maxPods"] == 7
+    assert view.sh("ls /run/numa-kubelets/pending 2>/dev/null || true") == ""
+
+
+def test_destroy_leaves_the_host_as_it_was(deployment, stopwatch):
+    engine, view = deployment["engine"], deployment["view"]
+    with stopwatch("destroy (origin machine)"):
+        ran = engine.destroy()
+    assert len(ran) == 7 and all(phase == "delete" for _, phase in ran)  # the preflight has nothing to undo
+    for path in CREATED_PATHS:
+        assert not view.exists(path), path
+    assert view.sh("systemctl list-units --all --plain --no-legend 'kubelet@*' 'containerd@*' 'numa*.slice'") == ""
+    assert view.sh("pgrep -x containerd || true") == ""
+    for pid in (1, view.pid_of("sshd")):
+        assert view.process_status(pid)["Cpus_allowed_list"] == "0-7"
+    assert not view.exists("/sys/fs/cgroup/system.slice/cpuset.cpus")
+
+
+def test_preflight_rejects_a_host_that_differs_from_the_config(numa_host):
+    config = stack_for(numa_host)
+    config["hosts"][0]["numaNodes"] = [{"id": 0, "cpus": "0-2"}, {"id": 1, "cpus": "3-7"}]
+    config["hosts"][0]["systemCpus"] = "0,3"
+    engine = Engine(lambda script, stdin: numa_host.run(script, stdin=stdin, check=False))
+    with pytest.raises(CommandFailed) as failure:
+        engine.up(config)
+    assert failure.value.name == "numa-a-preflight"
+    message = failure.value.result.stderr
+    assert "numa-kubelets preflight failed on host numa-a" in message
+    assert "NUMA node 0 has cpus '0-3' on the host, the configuration declares '0-2'" in message
+    assert "NUMA node 1 has cpus '4-7' on the host, the configuration declares '3-7'" in message
+    assert [name for name, _ in engine.log] == ["numa-a-preflight"]  # nothing else ran

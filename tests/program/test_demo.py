@@ -1,0 +1,255 @@
+"""The Kubernetes layer under the mock engine: demo pods, their provider, the probes and the placement outputs.
+
+The mocks play the API server and the hosts: a pod lands on a node and gets a uid, a probe
+reports what the host saw. By default everything is where it should be; a test changes one fact.
+"""
+
+import uuid
+from collections.abc import Callable
+
+import kubernetes_validate
+import pulumi
+import pytest
+from kubernetes_validate.utils import latest_version
+
+from numa_kubelets.config import load_config
+from numa_kubelets.placement import demo_pods, namespace_manifest
+from numa_kubelets.plan import build_plan
+from tests.program import harness
+from tests.program.conftest import KUBECONFIG
+
+DEMO = "numa-kubelets:index:DemoPlacement"
+POD = "kubernetes:core/v1:Pod"
+NAMESPACE = "kubernetes:core/v1:Namespace"
+PROVIDER = "pulumi:providers:kubernetes"
+COMMAND = "command:remote:Command"
+KUBERNETES_VERSIONS = ["1.30", latest_version()]
+
+
+def uid_of(pod_name: str) -> str:
+    return str(uuid.uuid5(uuid.NAMESPACE_DNS, pod_name))
+
+
+def secret(value: str) -> dict:
+    return {harness.SECRET_SIGNATURE_KEY: harness.SECRET_SIGNATURE, "value": value}
+
+
+class ClusterMocks(harness.RecordingMocks):
+    """RecordingMocks plus what the API server and the hosts would report after a real create."""
+
+    def __init__(self, node_of: Callable[[str], str | None], probe_of: Callable[[str], str]) -> None:
+        super().__init__()
+        self.node_of = node_of
+        self.probe_of = probe_of
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs):
+        resource_id, state = super().new_resource(args)
+        if args.typ == POD:
+            name = state["metadata"]["name"]
+            state = {
+                **state,
+                "metadata": {**state["metadata"], "uid": uid_of(name)},
+                "spec": {**state["spec"], "nodeName": self.node_of(name)},
+            }
+        elif args.typ == COMMAND and args.name.endswith("-probe"):
+            # pulumi-command marks stdout secret when the connection carries a secret key.
+            state = {**state, "stdout": secret(self.probe_of(args.name.removesuffix("-probe")))}
+        return resource_id, state
+
+
+def faithful_facts(config: dict) -> tuple[Callable[[str], str | None], Callable[[str], str]]:
+    """Every pod on its intended kubelet; its container confined to that kubelet's CPUs and memory node."""
+    plan = build_plan(load_config(config))
+    kubelets = {f"numa-demo-{k.node_name}": k for k in plan.kubelets}
+
+    def node_of(pod: str) -> str:
+        return kubelets[pod].node_name
+
+    def probe_of(pod: str) -> str:
+        kubelet = kubelets[pod]
+        return f"container={'c' * 64} pid={4000 + kubelet.numa_node} cpus={kubelet.cpus} mems={kubelet.mems}\n"
+
+    return node_of, probe_of
+
+
+def run(monkeypatch, config: dict, mocks: ClusterMocks | None = None, preview: bool = False) -> harness.ProgramRun:
+    mocks = mocks or ClusterMocks(*faithful_facts(config))
+    monkeypatch.setattr(harness, "RecordingMocks", lambda: mocks)
+    return harness.run_program(config, preview=preview)
+
+
+def as_deployed(value):
+    """Numbers cross the engine as doubles; the provider sends integral ones to the API as integers."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {key: as_deployed(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [as_deployed(item) for item in value]
+    return value
+
+
+@pytest.fixture
+def demo_config(cluster_config):
+    """numa-a: four kubelets with their own labels; numa-b: four defaulted ones, selected by automatic labels."""
+    del cluster_config["hosts"][1]["kubelets"]
+    cluster_config["demo"] = {"enabled": True, "readyTimeout": "3m"}
+    return cluster_config
+
+
+def node_names(config: dict) -> list[str]:
+    return [k.node_name for k in build_plan(load_config(config)).kubelets]
+
+
+# ---------------------------------------------------------------- resources
+
+def test_one_demo_placement_with_its_pod_per_kubelet(monkeypatch, demo_config):
+    result = run(monkeypatch, demo_config)
+    expected = [f"numa-demo-{node}" for node in node_names(demo_config)]
+    assert [d.name for d in result.of_type(DEMO)] == expected
+    for pod in result.of_type(POD):
+        assert result.parent_of(pod) == (DEMO, pod.name)
+        assert pod.inputs["metadata"]["namespace"] == "numa-demo"
+    selectors = {pod.name: pod.inputs["spec"]["nodeSelector"] for pod in result.of_type(POD)}
+    assert selectors["numa-demo-numa-a-numa2"] == {"numa-slot": "numa-a-2"}
+    assert selectors["numa-demo-numa-b-numa3"] == {"numa-kubelets.io/host": "numa-b", "numa-kubelets.io/numa-node": "3"}
+    assert len(selectors) == 8
+
+
+def test_every_kubernetes_resource_uses_the_stack_provider(monkeypatch, demo_config):
+    result = run(monkeypatch, demo_config)
+    [provider] = result.of_type(PROVIDER)
+    assert harness.is_secret_envelope(provider.raw_inputs["kubeconfig"])
+    assert provider.inputs["kubeconfig"] == KUBECONFIG
+    provider_urn = next(urn for urn in result.requests if urn.endswith(f"{PROVIDER}::{provider.name}"))
+    kubernetes_resources = [r for r in result.resources if r.type.startswith("kubernetes:")]
+    assert len(kubernetes_resources) == 9  # the namespace and eight pods
+    for resource in kubernetes_resources:
+        assert result.request_of(resource).provider.startswith(provider_urn + "::"), resource.name
+
+
+def test_without_a_kubeconfig_secret_the_provider_uses_the_ambient_one(monkeypatch, demo_config):
+    del demo_config["kubeconfig"]
+    [provider] = run(monkeypatch, demo_config).of_type(PROVIDER)
+    assert "kubeconfig" not in provider.inputs
+
+
+def test_the_namespace_exists_and_pods_wait_for_it_and_for_their_kubelet(monkeypatch, demo_config):
+    result = run(monkeypatch, demo_config)
+    [namespace] = result.of_type(NAMESPACE)
+    assert namespace.inputs["metadata"]["name"] == "numa-demo"
+    pod = result.named("numa-demo-numa-b-numa1", POD)
+    dependencies = result.dependencies_of(pod)
+    assert {"numa-demo", "numa-b-numa1-containerd", "numa-b-numa1-kubelet"} <= set(dependencies)
+    assert not any(name.startswith("numa-b-numa0") for name in dependencies)
+
+
+def test_pods_wait_for_readiness_within_the_configured_timeout(monkeypatch, demo_config):
+    result = run(monkeypatch, demo_config)
+    for pod in result.of_type(POD):
+        request = result.request_of(pod)
+        assert (request.customTimeouts.create, request.customTimeouts.update) == ("3m", "3m")
+        assert request.deleteBeforeReplace  # a fixed name cannot exist twice
+        assert "pulumi.com/skipAwait" not in pod.inputs["metadata"].get("annotations", {})
+        assert "tolerations" not in pod.inputs["spec"]
+
+
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+def test_deployed_manifests_are_the_core_manifests_and_valid_kubernetes(monkeypatch, demo_config, version):
+    demo_config["demo"]["command"] = ["/usr/bin/sleep", "3600"]
+    result = run(monkeypatch, demo_config)
+    config = load_config(demo_config)
+    expected = {pod.name: pod.manifest() for pod in demo_pods(config, build_plan(config))}
+    deployed = [r for r in result.resources if r.type in (POD, NAMESPACE)]
+    assert len(deployed) == 9
+    for resource in deployed:
+        manifest = as_deployed(resource.inputs)
+        if resource.type == POD:
+            assert manifest == expected[resource.name]
+        else:
+            assert manifest == namespace_manifest("numa-demo")
+        kubernetes_validate.validate(manifest, version, strict=True)
+
+
+def test_a_probe_per_pod_on_the_intended_kubelets_host(monkeypatch, demo_config):
+    result = run(monkeypatch, demo_config)
+    probes = [c for c in result.commands() if c.name.endswith("-probe")]
+    assert len(probes) == 8
+    probe = result.named("numa-demo-numa-b-numa2-probe")
+    assert result.parent_of(probe) == (DEMO, "numa-demo-numa-b-numa2")
+    assert "numa-demo-numa-b-numa2" in result.dependencies_of(probe)
+    assert probe.inputs["connection"]["host"] == "192.0.2.11"
+    script = probe.inputs["create"]
+    assert "--address /run/containerd-numa2/containerd.sock -n k8s.io" in script
+    assert 'labels."io.kubernetes.pod.name"=="numa-demo-numa-b-numa2"' in script
+    assert probe.inputs["stdin"] == uid_of("numa-demo-numa-b-numa2")  # a new pod re-runs the probe
+    assert "delete" not in probe.inputs  # nothing to undo
+    assert probe.inputs["addPreviousOutputInEnv"] is False
+
+
+# ---------------------------------------------------------------- outputs and verdicts
+
+def test_placement_outputs_when_every_pod_is_in_place(monkeypatch, demo_config):
+    result = run(monkeypatch, demo_config)
+    placement = result.outputs["placement"]
+    assert [entry["pod"] for entry in placement] == [f"numa-demo-{n}" for n in node_names(demo_config)]
+    assert all(entry["ok"] for entry in placement)
+    assert placement[1] == {
+        "pod": "numa-demo-numa-a-numa1",
+        "namespace": "numa-demo",
+        "nodeSelector": {"numa-slot": "numa-a-1"},
+        "nodeName": "numa-a-numa1",
+        "host": "numa-a",
+        "numaNode": 1,
+        "expectedCpus": "9-15",
+        "observedCpus": "9-15",
+        "ok": True,
+    }
+    assert result.outputs["placementOk"] is True
+
+
+def test_a_pod_on_the_wrong_kubelet_fails_the_update(monkeypatch, demo_config):
+    node_of, probe_of = faithful_facts(demo_config)
+    mocks = ClusterMocks(lambda pod: "numa-a-numa3" if pod == "numa-demo-numa-a-numa0" else node_of(pod), probe_of)
+    with pytest.raises(pulumi.RunError) as failure:
+        run(monkeypatch, demo_config, mocks)
+    message = str(failure.value)
+    assert "demo pod numa-demo/numa-demo-numa-a-numa0 (nodeSelector {numa-slot: numa-a-0})" in message
+    assert "landed on numa-a-numa3; intended numa-a-numa0" in message
+    assert "saw: container cccccccccccc (pid 4000) on CPUs 1-7, memory nodes 0" in message
+
+
+def test_cpus_outside_the_slice_fail_the_update(monkeypatch, demo_config):
+    node_of, probe_of = faithful_facts(demo_config)
+    escaped = "container=abc pid=77 cpus=0-7 mems=0\n"
+    mocks = ClusterMocks(node_of, lambda pod: escaped if pod == "numa-demo-numa-b-numa0" else probe_of(pod))
+    with pytest.raises(pulumi.RunError, match=r"may run on CPUs 0-7; numa0.slice has CPUs 1-7"):
+        run(monkeypatch, demo_config, mocks)
+
+
+def test_a_preview_shows_the_verdict_without_failing(monkeypatch, demo_config):
+    node_of, _ = faithful_facts(demo_config)
+    result = run(monkeypatch, demo_config, ClusterMocks(node_of, lambda pod: ""), preview=True)
+    assert result.outputs["placementOk"] is False
+    assert {entry["observedCpus"] for entry in result.outputs["placement"]} == {None}
+
+
+def test_no_demo_resources_when_the_demo_is_disabled(monkeypatch, cluster_config, dev_config):
+    for config in (cluster_config, dev_config):  # disabled explicitly; no cluster at all
+        result = run(monkeypatch, config, ClusterMocks(lambda pod: None, lambda pod: ""))
+        assert result.of_type(DEMO) == []
+        assert [r for r in result.resources if "kubernetes" in r.type] == []
+        assert [c for c in result.commands() if c.name.endswith("-probe")] == []
+        assert set(result.outputs) == {"hosts"}
+
+
+def test_an_ambiguous_selector_stops_the_program_before_any_resource(monkeypatch, demo_config):
+    demo_config["hosts"][0]["kubelets"][3]["labels"] = {"numa-slot": "numa-a-1"}
+    mocks = ClusterMocks(lambda pod: None, lambda pod: "")
+    with pytest.raises(pulumi.RunError) as failure:
+        run(monkeypatch, demo_config, mocks)
+    assert (
+        "hosts[0].kubelets[3].labels: demo selector {numa-slot: numa-a-1} "
+        "also matches numa-a-numa1 (hosts[0].kubelets[1])"
+    ) in str(failure.value)
+    assert mocks.resources == []

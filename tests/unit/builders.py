@@ -1,0 +1,81 @@
+"""Small builders of raw stack configurations and of everything the core renders from them."""
+
+from __future__ import annotations
+
+import base64
+import copy
+from typing import Any
+
+from numa_kubelets.config import load_config
+from numa_kubelets.plan import Plan, build_plan
+from numa_kubelets.render import HostFile, containerd_files, host_service_dropins, kubelet_files, slice_unit
+from numa_kubelets.scripts import (
+    HostScripts,
+    containerd_scripts,
+    host_services_scripts,
+    kubelet_scripts,
+    preflight_scripts,
+    slice_scripts,
+)
+
+SERVER = "https://192.0.2.1:6443"
+BOOTSTRAP_TOKEN = "abcdef.0123456789abcdef"
+CA_CERT = (
+    "-----BEGIN CERTIFICATE-----\n"
+    + base64.encodebytes(b"a stand-in for a DER certificate, base64 like a real one" * 2).decode()
+    + "-----END CERTIFICATE-----\n"
+)
+
+
+def origin_host(**overrides: Any) -> dict[str, Any]:
+    """The origin machine (DESIGN.md section 1): CPUs 0-3 on NUMA node 0, 4-7 on node 1."""
+    host: dict[str, Any] = {
+        "name": "numa-a",
+        "address": "192.0.2.10",
+        "numaNodes": [{"id": 0, "cpus": "0-3"}, {"id": 1, "cpus": "4-7"}],
+    }
+    host.update(overrides)
+    return host
+
+
+def origin_config(**overrides: Any) -> dict[str, Any]:
+    """A raw `numa-kubelets:*` mapping with the origin host and every optional key defaulted."""
+    config: dict[str, Any] = {"hosts": [origin_host()]}
+    config.update(overrides)
+    return copy.deepcopy(config)
+
+
+def with_cluster(config: dict[str, Any]) -> dict[str, Any]:
+    """The same configuration, joining a cluster with a bootstrap token."""
+    cluster = {"server": SERVER, "caCert": CA_CERT}
+    return {**copy.deepcopy(config), "cluster": cluster, "bootstrapToken": BOOTSTRAP_TOKEN}
+
+
+def plan_of(raw: dict[str, Any]) -> Plan:
+    return build_plan(load_config(raw))
+
+
+def rendered_files(plan: Plan) -> list[HostFile]:
+    """Every non-secret file the plan puts on its hosts."""
+    files: list[HostFile] = []
+    for host in plan.hosts:
+        files += host_service_dropins(host)
+        for kubelet in host.kubelets:
+            files.append(slice_unit(kubelet))
+            files += containerd_files(kubelet, plan)
+            files += kubelet_files(kubelet, plan)
+    return files
+
+
+def host_scripts(plan: Plan) -> dict[str, HostScripts]:
+    """Every remote command's scripts, by a readable name."""
+    scripts: dict[str, HostScripts] = {}
+    for host in plan.hosts:
+        scripts[f"{host.name} preflight"] = preflight_scripts(host, plan)
+        scripts[f"{host.name} host services"] = host_services_scripts(host)
+        for kubelet in host.kubelets:
+            instance = kubelet.layout.instance
+            scripts[f"{host.name} {instance} slice"] = slice_scripts(host, kubelet)
+            scripts[f"{host.name} {instance} containerd"] = containerd_scripts(host, kubelet, plan)
+            scripts[f"{host.name} {instance} kubelet"] = kubelet_scripts(host, kubelet, plan)
+    return scripts

@@ -1,0 +1,285 @@
+"""The shell scripts run on a host: syntax, lint, secrets, and the prelude's `write_file`."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from numa_kubelets.plan import SHARED_DEVICE_PLUGINS_DIR, Plan
+from numa_kubelets.render import bootstrap_kubeconfig
+from numa_kubelets.scripts import PRELUDE, bootstrap_kubeconfig_stdin
+from tests.unit.builders import (
+    BOOTSTRAP_TOKEN,
+    host_scripts,
+    origin_config,
+    origin_host,
+    plan_of,
+    rendered_files,
+    with_cluster,
+)
+
+SSH_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nc2VjcmV0LXNzaC1rZXktbWF0ZXJpYWw=\n-----END OPENSSH PRIVATE KEY-----\n"
+KUBECONFIG = "apiVersion: v1\nkind: Config\nusers:\n- name: admin\n  user: {token: kubeconfig-secret-0123456789}\n"
+SHELLS = ["bash", "dash"]
+
+
+def cluster_config(**host: object) -> dict:
+    """A cluster member with every secret set; host keys override the origin host."""
+    nodes = [{"id": i, "cpus": f"{4 * i}-{4 * i + 3}"} for i in range(3)]
+    config = with_cluster(origin_config(hosts=[origin_host(numaNodes=nodes, **host)]))
+    return {**config, "sshPrivateKey": SSH_KEY, "kubeconfig": KUBECONFIG}
+
+
+PLANS = {
+    "origin": plan_of(origin_config()),
+    "cluster": plan_of(cluster_config()),
+    "cluster via sudo": plan_of(cluster_config(user="admin")),
+}
+
+
+def all_scripts(plan: Plan) -> list[tuple[str, str]]:
+    return [
+        (f"{name} {kind}", getattr(scripts, kind))
+        for name, scripts in host_scripts(plan).items()
+        for kind in ("apply", "delete")
+    ]
+
+
+SCRIPTS = [(f"{plan_name}: {name}", text) for plan_name, plan in PLANS.items() for name, text in all_scripts(plan)]
+
+
+def tool(name: str) -> str:
+    path = shutil.which(name)
+    assert path, f"{name} is required to check the generated scripts (apt-get install {name})"
+    return path
+
+
+def sudo_inner(script: str) -> str:
+    """The script a non-root user runs through `sudo -n /bin/sh -c`."""
+    words = shlex.split(script)
+    assert words[:4] == ["sudo", "-n", "/bin/sh", "-c"] and len(words) == 5
+    return words[4]
+
+
+def run_shell(shell: str, script: str, directory: Path, stdin: str = "") -> subprocess.CompletedProcess:
+    path = directory / "script.sh"
+    path.write_text(script)
+    return subprocess.run([tool(shell), str(path)], input=stdin, capture_output=True, text=True, timeout=60)
+
+
+# ---------------------------------------------------------------- syntax and lint
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+@pytest.mark.parametrize("script", [text for _, text in SCRIPTS], ids=[name for name, _ in SCRIPTS])
+def test_script_parses(tmp_path, shell, script):
+    texts = [script, sudo_inner(script)] if script.startswith("sudo ") else [script]
+    for text in texts:
+        path = tmp_path / "script.sh"
+        path.write_text(text)
+        result = subprocess.run([tool(shell), "-n", str(path)], capture_output=True, text=True)
+        assert (result.returncode, result.stderr) == (0, ""), text
+
+
+@pytest.mark.parametrize("script", [text for _, text in SCRIPTS], ids=[name for name, _ in SCRIPTS])
+def test_script_passes_shellcheck(tmp_path, script):
+    texts = [script, sudo_inner(script)] if script.startswith("sudo ") else [script]
+    for text in texts:
+        path = tmp_path / "script.sh"
+        path.write_text(text)
+        # POSIX sh: sudo runs the scripts with /bin/sh, which is dash on Debian.
+        result = subprocess.run(
+            [tool("shellcheck"), "--shell=sh", "--severity=warning", "--format=gcc", str(path)],
+            capture_output=True,
+            text=True,
+        )
+        assert (result.returncode, result.stdout, result.stderr) == (0, "", ""), result.stdout
+
+
+def test_rendered_reserve_scripts_pass_shellcheck(tmp_path):
+    scripts = [file for file in rendered_files(PLANS["cluster"]) if file.content.startswith("#!/bin/sh\n")]
+    assert len(scripts) == 3
+    for file in scripts:
+        path = tmp_path / "reserve.sh"
+        path.write_text(file.content)
+        result = subprocess.run(
+            [tool("shellcheck"), "--severity=warning", "--format=gcc", str(path)], capture_output=True, text=True
+        )
+        assert (result.returncode, result.stdout) == (0, ""), result.stdout
+
+
+def test_sudo_runs_exactly_the_root_script():
+    as_root = dict(all_scripts(plan_of(cluster_config())))
+    as_admin = dict(all_scripts(PLANS["cluster via sudo"]))
+    assert as_root.keys() == as_admin.keys()
+    for name, script in as_admin.items():
+        assert (sudo_inner(script) if script.startswith("sudo ") else script) == as_root[name], name
+
+
+# ---------------------------------------------------------------- secrets
+
+
+@pytest.mark.parametrize("plan_name", ["cluster", "cluster via sudo"])
+def test_no_secret_appears_in_any_script(plan_name):
+    secrets = [
+        BOOTSTRAP_TOKEN,
+        BOOTSTRAP_TOKEN.split(".")[1],
+        "c2VjcmV0LXNzaC1rZXktbWF0ZXJpYWw=",
+        "kubeconfig-secret-0123456789",
+    ]
+    for name, text in all_scripts(PLANS[plan_name]):
+        for secret in secrets:
+            assert secret not in text, f"{name} contains a secret"
+
+
+def test_the_token_travels_on_stdin_into_the_bootstrap_kubeconfig(tmp_path):
+    plan = PLANS["cluster"]
+    kubelet = plan.kubelets[0]
+    apply = host_scripts(plan)[f"numa-a {kubelet.layout.instance} kubelet"].apply
+    expected = bootstrap_kubeconfig(kubelet, plan.cluster, BOOTSTRAP_TOKEN)
+    command = f"write_file {shlex.quote(expected.path)} 0600 {shlex.quote(kubelet.layout.kubelet_unit)}\n"
+    assert command in apply.splitlines(keepends=True)
+    target = tmp_path / "bootstrap-kubeconfig"
+    retargeted = command.replace(shlex.quote(expected.path), shlex.quote(str(target)))
+    stdin = bootstrap_kubeconfig_stdin(kubelet, plan, BOOTSTRAP_TOKEN)
+    result = run_shell("dash", prelude_in(tmp_path) + retargeted, tmp_path, stdin=stdin)
+    assert result.returncode == 0, result.stderr
+    assert target.read_bytes() == expected.content.encode()
+    assert oct(target.stat().st_mode & 0o777) == "0o600"
+
+
+# ---------------------------------------------------------------- write_file and heredocs
+
+
+def prelude_in(directory: Path) -> str:
+    """The real prelude, with its pending markers kept under a test directory."""
+    return PRELUDE + f"pending_dir={shlex.quote(str(directory / 'pending'))}\n"
+
+
+@dataclass(frozen=True)
+class WriteStep:
+    path: str
+    mode: str
+    marker: str
+    delimiter: str
+    body: str
+
+    def retargeted(self, root: Path) -> str:
+        """The same step writing below `root`: only the path changes, the heredoc is the script's own."""
+        command = " ".join(shlex.quote(word) for word in ("write_file", str(root) + self.path, self.mode, self.marker))
+        return f"{command} <<'{self.delimiter}'\n{self.body}{self.delimiter}\n"
+
+
+def write_steps(script: str) -> list[WriteStep]:
+    """The `write_file ... <<'DELIMITER'` steps of an apply script, with their heredoc bodies."""
+    steps = []
+    lines = iter(script.splitlines(keepends=True))
+    for line in lines:
+        match = re.fullmatch(r"(write_file .*) <<'([A-Za-z0-9_]+)'\n", line)
+        if not match:
+            continue
+        _, path, mode, marker = shlex.split(match.group(1))
+        body = ""
+        for body_line in lines:
+            if body_line == match.group(2) + "\n":
+                break
+            body += body_line
+        else:
+            raise AssertionError(f"heredoc for {path} is not terminated")
+        steps.append(WriteStep(path, mode, marker, match.group(2), body))
+    return steps
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+@pytest.mark.parametrize("plan_name", ["origin", "cluster"])
+def test_every_rendered_file_round_trips_through_its_apply_script(tmp_path, shell, plan_name):
+    plan = PLANS[plan_name]
+    steps = [step for scripts in host_scripts(plan).values() for step in write_steps(scripts.apply)]
+    files = rendered_files(plan)
+    assert sorted(step.path for step in steps) == sorted(file.path for file in files), "each file written once"
+    root = tmp_path / "root"
+    script = prelude_in(tmp_path) + "".join(step.retargeted(root) for step in steps)
+    result = run_shell(shell, script, tmp_path)
+    assert (result.returncode, result.stderr) == (0, "")
+    for file in files:
+        written = Path(str(root) + file.path)
+        assert written.read_bytes() == file.content.encode(), file.path
+        assert written.stat().st_mode & 0o777 == int(file.mode, 8), file.path
+    assert sorted(os.listdir(tmp_path / "pending")) == sorted({step.marker for step in steps})
+
+
+@pytest.mark.parametrize("plan_name", ["origin", "cluster"])
+def test_delete_scripts_remove_every_file_their_apply_script_writes(plan_name):
+    for name, scripts in host_scripts(PLANS[plan_name]).items():
+        for step in write_steps(scripts.apply):
+            removal = rf"^rm -f .*{re.escape(shlex.quote(step.path))}"
+            assert re.search(removal, scripts.delete, re.MULTILINE), (name, step.path)
+
+
+def test_kubelet_apply_script_creates_both_ends_of_its_bind_mount():
+    plan = PLANS["origin"]
+    for kubelet in plan.kubelets:
+        apply = host_scripts(plan)[f"numa-a {kubelet.layout.instance} kubelet"].apply
+        mkdirs = [shlex.split(line)[2:] for line in apply.splitlines() if line.startswith("mkdir -p ")]
+        created = {path for line in mkdirs for path in line}
+        assert {kubelet.layout.device_plugins_dir, SHARED_DEVICE_PLUGINS_DIR, kubelet.layout.pod_logs_dir} <= created
+
+
+def write(shell: str, directory: Path, target: Path, content: str, mode: str = "0644") -> None:
+    script = prelude_in(directory) + f"write_file {shlex.quote(str(target))} {mode} demo-marker <<'END'\n{content}END\n"
+    result = run_shell(shell, script, directory)
+    assert (result.returncode, result.stderr) == (0, "")
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_write_file_writes_exact_bytes_and_mode(tmp_path, shell):
+    target = tmp_path / "etc" / "new" / "file.conf"
+    content = "literal $HOME `date` $(id) \\n 'quotes' \"double\"\n\tindented\n\n"
+    write(shell, tmp_path, target, content, mode="0750")
+    assert target.read_bytes() == content.encode()
+    assert target.stat().st_mode & 0o777 == 0o750
+    assert (tmp_path / "pending" / "demo-marker").exists()
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_write_file_with_unchanged_content_touches_nothing(tmp_path, shell):
+    target = tmp_path / "file.conf"
+    marker = tmp_path / "pending" / "demo-marker"
+    write(shell, tmp_path, target, "AllowedCPUs=1-3\n")
+    marker.unlink()
+    before = target.stat()
+    write(shell, tmp_path, target, "AllowedCPUs=1-3\n")
+    after = target.stat()
+    assert not marker.exists()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    assert sorted(os.listdir(tmp_path)) == ["file.conf", "pending", "script.sh"], "no temporary file is left"
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_write_file_with_changed_content_replaces_the_file_and_leaves_the_marker(tmp_path, shell):
+    target = tmp_path / "file.conf"
+    marker = tmp_path / "pending" / "demo-marker"
+    write(shell, tmp_path, target, "AllowedCPUs=1-3\n")
+    marker.unlink()
+    write(shell, tmp_path, target, "AllowedCPUs=1-2\n")
+    assert marker.exists()
+    assert target.read_text() == "AllowedCPUs=1-2\n"
+    assert sorted(os.listdir(tmp_path)) == ["file.conf", "pending", "script.sh"], "no temporary file is left"
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_write_file_with_changed_mode_leaves_the_marker(tmp_path, shell):
+    target = tmp_path / "reserve.sh"
+    marker = tmp_path / "pending" / "demo-marker"
+    write(shell, tmp_path, target, "#!/bin/sh\n", mode="0644")
+    marker.unlink()
+    write(shell, tmp_path, target, "#!/bin/sh\n", mode="0755")
+    assert marker.exists()
+    assert target.stat().st_mode & 0o777 == 0o755
