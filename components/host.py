@@ -10,8 +10,8 @@ import pulumi_command as command
 from numa_kubelets import scripts
 from numa_kubelets.plan import HostPlan, Plan
 
-from .remote import remote_command
-from .numa_slice import NumaSlice, NumaSliceArgs
+from .numa_slice import NumaSlice
+from .remote import NumaNodeArgs, remote_command
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ class NumaHost(pulumi.ComponentResource):
         self.slices = [
             NumaSlice(
                 f"{name}-{kubelet.layout.instance}",
-                NumaSliceArgs(host, kubelet, args.plan, connection, args.bootstrap_token, after=[self.preflight]),
+                NumaNodeArgs(host, kubelet, args.plan, connection, args.bootstrap_token, after=[self.preflight]),
                 child,
             )
             for kubelet in host.kubelets

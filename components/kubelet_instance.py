@@ -2,29 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pulumi
-import pulumi_command as command
 
 from numa_kubelets import scripts
-from numa_kubelets.plan import HostPlan, KubeletPlan, Plan
 
-from .remote import remote_command
-
-
-@dataclass(frozen=True)
-class KubeletInstanceArgs:
-    host: HostPlan
-    kubelet: KubeletPlan
-    plan: Plan
-    connection: command.remote.ConnectionArgs
-    bootstrap_token: pulumi.Output[str] | None
-    after: list[pulumi.Resource]
+from .remote import NumaNodeArgs, remote_command
 
 
 class KubeletInstance(pulumi.ComponentResource):
-    def __init__(self, name: str, args: KubeletInstanceArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(self, name: str, args: NumaNodeArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("numa-kubelets:index:KubeletInstance", name, None, opts)
         kubelet, plan = args.kubelet, args.plan
         self.containerd = remote_command(

@@ -2,10 +2,26 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pulumi
 import pulumi_command as command
 
+from numa_kubelets.plan import HostPlan, KubeletPlan, Plan
 from numa_kubelets.scripts import HostScripts
+
+
+@dataclass(frozen=True)
+class NumaNodeArgs:
+    """What the components of one NUMA node (its slice, its kubelet) are built from."""
+
+    host: HostPlan
+    kubelet: KubeletPlan
+    plan: Plan
+    connection: command.remote.ConnectionArgs
+    bootstrap_token: pulumi.Output[str] | None
+    # Children do not inherit a component's dependencies: the first command waits explicitly.
+    after: list[pulumi.Resource]
 
 
 def remote_command(

@@ -66,8 +66,12 @@ class InstanceLayout:
         return f"/run/numa-kubelets/{self.instance}/kubelet.conf.d"
 
     @property
-    def reserve_script(self) -> str:
-        return f"{self.config_dir}/reserve-other-numa-nodes.sh"
+    def prepare_script(self) -> str:
+        return f"{self.config_dir}/prepare-kubelet.sh"
+
+    @property
+    def namespace_script(self) -> str:
+        return f"{self.config_dir}/exec-in-own-mount-namespace.sh"
 
     @property
     def bootstrap_kubeconfig(self) -> str:
@@ -129,6 +133,7 @@ class InstanceLayout:
 
 # Shared, hard-coded kubelet paths that each instance gets a private copy of (DESIGN.md section 6).
 SHARED_DEVICE_PLUGINS_DIR = "/var/lib/kubelet/device-plugins"
+UNSHARE = "/usr/bin/unshare"
 SHARED_CONTAINERD_RUN = "/run/containerd"
 
 

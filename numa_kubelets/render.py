@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import yaml
 
-from .plan import SHARED_CONTAINERD_RUN, SHARED_DEVICE_PLUGINS_DIR, ClusterPlan, HostPlan, KubeletPlan, Plan
+from .plan import SHARED_CONTAINERD_RUN, SHARED_DEVICE_PLUGINS_DIR, UNSHARE, ClusterPlan, HostPlan, KubeletPlan, Plan
 
 KUBELET_CONFIG_API = "kubelet.config.k8s.io/v1beta1"
 HEADER = "# Managed by numa-kubelets (Pulumi). Local edits are overwritten on the next update.\n"
@@ -164,16 +164,18 @@ def kubelet_config(kubelet: KubeletPlan, cluster: ClusterPlan | None) -> HostFil
     return HostFile(layout.kubelet_config, HEADER + _yaml(document))
 
 
-def reserve_script(kubelet: KubeletPlan) -> HostFile:
-    """Run before the kubelet starts: reserve what lies outside its NUMA node.
+def prepare_script(kubelet: KubeletPlan) -> HostFile:
+    """Runs on the host before the kubelet starts.
 
-    A kubelet reports the whole machine as capacity. The CPU share is known from the plan;
-    the memory of a NUMA node is only known on the host, so it is read there.
+    1. Reserves what lies outside the kubelet's NUMA node: a kubelet reports the whole machine
+       as capacity. The CPU share is known from the plan; a node's memory only on the host.
+    2. Makes the shared device-plugins directory a private mount point on the host, so that
+       the bind each kubelet puts over it in its own mount namespace stays in that namespace.
     """
     layout = kubelet.layout
     dropin_dir = layout.kubelet_config_dropin_dir
     return HostFile(
-        layout.reserve_script,
+        layout.prepare_script,
         "#!/bin/sh\n"
         + HEADER
         + "set -eu\n"
@@ -187,7 +189,36 @@ def reserve_script(kubelet: KubeletPlan) -> HostFile:
         + f'  cpu: "{kubelet.reserved_cpus}"\n'
         + '  memory: "$((total_kib - node_kib))Ki"\n'
         + "EOF\n"
-        + f"mv -f {dropin_dir}/.50-system-reserved.conf.tmp {dropin_dir}/50-system-reserved.conf\n",
+        + f"mv -f {dropin_dir}/.50-system-reserved.conf.tmp {dropin_dir}/50-system-reserved.conf\n"
+        + f"mkdir -p {SHARED_DEVICE_PLUGINS_DIR}\n"
+        # Kubelets of the other NUMA nodes may be starting at the same moment.
+        + "exec 9>/run/numa-kubelets/device-plugins.lock\n"
+        + "flock 9\n"
+        + f"if ! mountpoint -q {SHARED_DEVICE_PLUGINS_DIR}; then\n"
+        + f"  mount --bind {SHARED_DEVICE_PLUGINS_DIR} {SHARED_DEVICE_PLUGINS_DIR}\n"
+        + "fi\n"
+        + f"mount --make-private {SHARED_DEVICE_PLUGINS_DIR}\n",
+        mode="0755",
+    )
+
+
+def namespace_script(kubelet: KubeletPlan) -> HostFile:
+    """Runs the kubelet in a mount namespace of its own that still shares volume mounts.
+
+    systemd's BindPaths= would make the unit's mounts a slave of the host's: the volumes the
+    kubelet mounts for pods (projected service-account tokens, secrets) would then never reach
+    the host or containerd. `unshare --propagation unchanged` keeps the kubelet's root dir a
+    peer of the host's, and only the device-plugins bind, over a private mount point, stays here.
+    """
+    layout = kubelet.layout
+    return HostFile(
+        layout.namespace_script,
+        "#!/bin/sh\n"
+        + HEADER
+        + "set -eu\n"
+        + f"mount --bind {layout.device_plugins_dir} {SHARED_DEVICE_PLUGINS_DIR}\n"
+        + f"mount --make-private {SHARED_DEVICE_PLUGINS_DIR}\n"
+        + 'exec "$@"\n',
         mode="0755",
     )
 
@@ -227,10 +258,11 @@ def kubelet_unit(kubelet: KubeletPlan, plan: Plan) -> HostFile:
         + "\n"
         + "[Service]\n"
         + f"Slice={layout.slice}\n"
-        + f"ExecStartPre=/bin/sh {layout.reserve_script}\n"
-        + f"ExecStart={plan.kubelet_path} \\\n    {arguments}\n"
-        # The device-plugin socket path is hard-coded and a starting kubelet deletes foreign sockets.
-        + f"BindPaths={layout.device_plugins_dir}:{SHARED_DEVICE_PLUGINS_DIR}\n"
+        + f"ExecStartPre=/bin/sh {layout.prepare_script}\n"
+        # The device-plugin socket path is hard-coded and a starting kubelet deletes foreign
+        # sockets: each kubelet sees its own directory there, in its own mount namespace.
+        + f"ExecStart={UNSHARE} --mount --propagation unchanged -- /bin/sh {layout.namespace_script} \\\n"
+        + f"    {plan.kubelet_path} \\\n    {arguments}\n"
         + "Restart=always\n"
         + "RestartSec=5\n"
         + "\n"
@@ -260,7 +292,7 @@ def ca_certificate(kubelet: KubeletPlan, cluster: ClusterPlan) -> HostFile:
 
 def kubelet_files(kubelet: KubeletPlan, plan: Plan) -> list[HostFile]:
     """The kubelet's non-secret files, in the order they are installed."""
-    files = [kubelet_config(kubelet, plan.cluster), reserve_script(kubelet)]
+    files = [kubelet_config(kubelet, plan.cluster), prepare_script(kubelet), namespace_script(kubelet)]
     if plan.cluster is not None:
         files.append(ca_certificate(kubelet, plan.cluster))
     files.append(kubelet_unit(kubelet, plan))

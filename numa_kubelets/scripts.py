@@ -15,7 +15,7 @@ import hashlib
 import shlex
 from dataclasses import dataclass
 
-from .plan import SHARED_CONTAINERD_RUN, SHARED_DEVICE_PLUGINS_DIR, HostPlan, KubeletPlan, Plan
+from .plan import SHARED_CONTAINERD_RUN, SHARED_DEVICE_PLUGINS_DIR, UNSHARE, HostPlan, KubeletPlan, Plan
 from .render import (
     HOST_SERVICE_UNITS,
     HostFile,
@@ -83,6 +83,22 @@ def _script(title: str, *steps: str) -> str:
     return f"# numa-kubelets: {title}\n" + PRELUDE + "".join(steps)
 
 
+def _host_scripts(
+    host: HostPlan, title: str, apply_steps: list[str], delete_title: str, delete_steps: list[str]
+) -> HostScripts:
+    return HostScripts(
+        apply=run_as(host.user, _script(title, *apply_steps)),
+        delete=run_as(host.user, _script(delete_title, *delete_steps)),
+    )
+
+
+def _stop_for_good(unit: str) -> str:
+    return (
+        f"systemctl disable --now {q(unit)} 2>/dev/null || true\n"
+        f"systemctl reset-failed {q(unit)} 2>/dev/null || true\n"
+    )
+
+
 def run_as(user: str, script: str) -> str:
     """Scripts need root; a non-root SSH user goes through passwordless sudo."""
     if user == "root":
@@ -105,10 +121,13 @@ def preflight_scripts(host: HostPlan, plan: Plan) -> HostScripts:
         "systemd_version=$(systemctl --version | awk 'NR == 1 { print $2 }')\n",
         f'case "$systemd_version" in (*[!0-9]*|"") systemd_version=0;; esac\n'
         f'if [ "$systemd_version" -lt {MIN_SYSTEMD} ]; then fail "systemd $systemd_version is too old: AllowedCPUs= needs systemd >= {MIN_SYSTEMD}"; fi\n',
-        f"for binary in {q(plan.kubelet_path)} {q(plan.containerd_path)}; do\n"
+        f"for binary in {q(plan.kubelet_path)} {q(plan.containerd_path)} {q(UNSHARE)}; do\n"
         '  if [ ! -x "$binary" ]; then fail "$binary is missing or not executable"; fi\n'
         "done\n",
         'if ! command -v runc >/dev/null 2>&1; then fail "runc is not installed (containerd needs it)"; fi\n',
+        "for tool in flock mountpoint; do\n"
+        '  if ! command -v "$tool" >/dev/null 2>&1; then fail "$tool (util-linux) is not installed"; fi\n'
+        "done\n",
         f"declared={q(declared_ids)}\n",
         "present=$(cd /sys/devices/system/node && ls -d node[0-9]* 2>/dev/null | sed 's/^node//' | sort -n | tr '\\n' ' ' | sed 's/ $//')\n",
         'if [ "$present" != "$declared" ]; then fail "NUMA nodes on the host are [$present], the configuration declares [$declared] (run discover)"; fi\n',
@@ -158,10 +177,7 @@ def host_services_scripts(host: HostPlan) -> HostScripts:
     remove_steps.append(f"forget {marker}\n")
     remove_steps.append("systemctl daemon-reload\n")
     title = f"keep system.slice, init.scope and user.slice on CPUs {host.system_cpus} of host {host.name}"
-    return HostScripts(
-        apply=run_as(host.user, _script(title, *apply_steps)),
-        delete=run_as(host.user, _script(f"lift the CPU restriction of host services on {host.name}", *remove_steps)),
-    )
+    return _host_scripts(host, title, apply_steps, f"lift the CPU restriction of host services on {host.name}", remove_steps)
 
 
 # ---------------------------------------------------------------- NUMA slice
@@ -184,10 +200,7 @@ def slice_scripts(host: HostPlan, kubelet: KubeletPlan) -> HostScripts:
         "systemctl daemon-reload\n",
     ]
     title = f"{layout.slice} on host {host.name}: CPUs {kubelet.cpus}, memory node {kubelet.mems}"
-    return HostScripts(
-        apply=run_as(host.user, _script(title, *apply_steps)),
-        delete=run_as(host.user, _script(f"remove {layout.slice} from host {host.name}", *remove_steps)),
-    )
+    return _host_scripts(host, title, apply_steps, f"remove {layout.slice} from host {host.name}", remove_steps)
 
 
 # ---------------------------------------------------------------- container runtime
@@ -215,9 +228,9 @@ def containerd_scripts(host: HostPlan, kubelet: KubeletPlan, plan: Plan) -> Host
     remove_steps = [
         # Pods first: with KillMode=process, stopping containerd leaves shims and containers.
         f"systemctl stop {q(kubepods)} 2>/dev/null || true\n",
-        f"systemctl disable --now {q(unit)} 2>/dev/null || true\n",
+        _stop_for_good(unit),
+        # Shims left behind by KillMode=process.
         f"systemctl kill --signal=KILL {q(unit)} 2>/dev/null || true\n",
-        f"systemctl reset-failed {q(unit)} 2>/dev/null || true\n",
         _unmount_below(layout.containerd_root),
         _unmount_below(layout.containerd_state),
         f"rm -f {q(layout.containerd_unit_path)} {q(layout.containerd_config)}\n",
@@ -228,10 +241,7 @@ def containerd_scripts(host: HostPlan, kubelet: KubeletPlan, plan: Plan) -> Host
         "systemctl daemon-reload\n",
     ]
     title = f"{unit} on host {host.name}"
-    return HostScripts(
-        apply=run_as(host.user, _script(title, *apply_steps)),
-        delete=run_as(host.user, _script(f"remove {unit} and its state from host {host.name}", *remove_steps)),
-    )
+    return _host_scripts(host, title, apply_steps, f"remove {unit} and its state from host {host.name}", remove_steps)
 
 
 def _unmount_below(directory: str) -> str:
@@ -257,21 +267,22 @@ def kubelet_scripts(host: HostPlan, kubelet: KubeletPlan, plan: Plan) -> HostScr
     apply_steps += [write_file_step(file, unit) for file in kubelet_files(kubelet, plan)]
     apply_steps.append(_restart_if_pending(unit))
     remove_steps = [
-        f"systemctl disable --now {q(unit)} 2>/dev/null || true\n",
-        f"systemctl reset-failed {q(unit)} 2>/dev/null || true\n",
+        _stop_for_good(unit),
         _unmount_below(layout.root_dir),
         f"rm -f {q(layout.kubelet_unit_path)}\n",
         f"rm -rf {q(layout.root_dir)} {q(layout.pod_logs_dir)} {q(layout.kubelet_config_dropin_dir.rsplit('/', 1)[0])}\n",
         f"rm -f {' '.join(q(f.path) for f in kubelet_files(kubelet, plan))} {q(layout.bootstrap_kubeconfig)}\n",
+        # The last kubelet on the host takes the private mount point of the shared directory along.
+        "if ! ls /etc/systemd/system/kubelet@numa*.service >/dev/null 2>&1; then\n"
+        f"  while mountpoint -q {q(SHARED_DEVICE_PLUGINS_DIR)}; do umount {q(SHARED_DEVICE_PLUGINS_DIR)}; done\n"
+        "  rm -f /run/numa-kubelets/device-plugins.lock\n"
+        "fi\n",
         f"rmdir {q(layout.config_dir)} /etc/numa-kubelets {q(SHARED_DEVICE_PLUGINS_DIR)} /var/lib/kubelet 2>/dev/null || true\n",
         f"forget {q(unit)}\n",
         "systemctl daemon-reload\n",
     ]
     title = f"{unit} ({kubelet.node_name}) on host {host.name}"
-    return HostScripts(
-        apply=run_as(host.user, _script(title, *apply_steps)),
-        delete=run_as(host.user, _script(f"remove {unit} and its state from host {host.name}", *remove_steps)),
-    )
+    return _host_scripts(host, title, apply_steps, f"remove {unit} and its state from host {host.name}", remove_steps)
 
 
 def bootstrap_kubeconfig_stdin(kubelet: KubeletPlan, plan: Plan, token: str) -> str:

@@ -94,6 +94,28 @@ def test_kubelets_got_their_own_flags_config_and_credentials(deployment):
         assert view.sh(f"python3 -c \"import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:{healthz}/healthz').read().decode())\"") == "ok"
 
 
+def test_pod_volumes_reach_containerd_while_device_plugin_sockets_stay_private(deployment):
+    """What a real kubelet needs of its mount namespace, exercised from the stand-in's namespace."""
+    view = deployment["view"]
+    kubelet = view.main_pid("kubelet@numa0.service")
+    containerd = view.main_pid("containerd@numa0.service")
+    volume = "/var/lib/kubelet-numa0/pods/probe/volumes/token"
+    view.sh(
+        f"mkdir -p {volume} && nsenter -t {kubelet} -m sh -c "
+        f"'mount -t tmpfs tmpfs {volume} && echo secret > {volume}/token && touch /var/lib/kubelet/device-plugins/kubelet.sock'"
+    )
+    try:
+        # A projected volume the kubelet mounts is what containerd bind-mounts into the container.
+        assert view.sh(f"nsenter -t {containerd} -m cat {volume}/token") == "secret"
+        assert view.sh(f"cat {volume}/token") == "secret"
+        assert view.sh("ls -A /var/lib/kubelet/device-plugins") == ""
+        assert view.sh("ls -A /var/lib/kubelet-numa0/device-plugins") == "kubelet.sock"
+        other = view.main_pid("kubelet@numa1.service")
+        assert view.sh(f"nsenter -t {other} -m ls -A /var/lib/kubelet/device-plugins") == ""
+    finally:
+        view.sh(f"umount {volume}; rm -rf /var/lib/kubelet-numa0/pods/probe /var/lib/kubelet-numa0/device-plugins/kubelet.sock")
+
+
 def test_second_apply_runs_nothing_and_rerunning_every_script_restarts_nothing(deployment):
     engine, view = deployment["engine"], deployment["view"]
     before = {unit: view.started_at(unit) for unit in UNITS}

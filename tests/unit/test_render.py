@@ -22,7 +22,8 @@ from numa_kubelets.render import (
     kubelet_config,
     kubelet_files,
     kubelet_unit,
-    reserve_script,
+    namespace_script,
+    prepare_script,
     slice_unit,
 )
 from tests.unit.builders import (
@@ -80,7 +81,7 @@ def exec_start(unit: HostFile) -> list[str]:
 
 
 def flags(arguments: list[str]) -> dict[str, str]:
-    return dict(argument.split("=", 1) for argument in arguments if argument.startswith("--"))
+    return dict(argument.split("=", 1) for argument in arguments if argument.startswith("--") and "=" in argument)
 
 
 def kubelet_document(file: HostFile) -> dict:
@@ -173,8 +174,9 @@ def test_kubelet_command_line_uses_only_flag_only_options(joins_cluster):
     plan = plan_of(raw)
     for kubelet in plan.kubelets:
         unit = kubelet_unit(kubelet, plan)
-        arguments = exec_start(unit)
-        assert arguments[0] == plan.kubelet_path
+        launcher = exec_start(unit)
+        # unshare and the namespace launcher come first; the launcher execs the rest.
+        arguments = launcher[launcher.index(plan.kubelet_path) :]
         used = {argument.split("=", 1)[0] for argument in arguments[1:]}
         assert not used & REMOVED_OR_DEPRECATED_FLAGS
         assert all(argument.startswith("--") and "=" in argument for argument in arguments[1:])
@@ -211,25 +213,32 @@ def test_kubelet_unit_runs_in_its_slice_after_its_own_runtime(origin):
         assert f"containerd@{instance}.service" in unit_value(unit.content, "Unit", "Wants").split()
 
 
-def test_kubelet_unit_gives_a_private_device_plugins_directory(origin):
+def test_kubelet_runs_in_its_own_mount_namespace_with_a_private_device_plugins_directory(origin):
     sources = set()
     for kubelet in origin.kubelets:
-        source, target = unit_value(kubelet_unit(kubelet, origin).content, "Service", "BindPaths").split(":")
-        assert target == "/var/lib/kubelet/device-plugins"
-        assert source.startswith(kubelet.layout.root_dir + "/")
-        sources.add(source)
+        unit = kubelet_unit(kubelet, origin)
+        # BindPaths= would cut the propagation of pod volume mounts to the host and containerd.
+        assert "BindPaths" not in unit.content
+        command = exec_start(unit)
+        launcher = namespace_script(kubelet)
+        assert command[:6] == ["/usr/bin/unshare", "--mount", "--propagation", "unchanged", "--", "/bin/sh"]
+        assert command[6:8] == [launcher.path, origin.kubelet_path]
+        bind = f"mount --bind {kubelet.layout.device_plugins_dir} /var/lib/kubelet/device-plugins\n"
+        assert bind in launcher.content and launcher.content.endswith('exec "$@"\n')
+        sources.add(kubelet.layout.device_plugins_dir)
     assert len(sources) == 2
 
 
-def test_kubelet_reserves_what_lies_outside_its_numa_node_before_starting(origin):
+def test_kubelet_prepares_its_reservation_and_the_host_mount_point_before_starting(origin):
     kubelet = origin.kubelets[0]
     unit = kubelet_unit(kubelet, origin)
-    script = reserve_script(kubelet)
+    script = prepare_script(kubelet)
     assert shlex.split(unit_value(unit.content, "Service", "ExecStartPre")) == ["/bin/sh", script.path]
     assert script.path in [file.path for file in kubelet_files(kubelet, origin)]
     assert flags(exec_start(unit))["--config-dir"] + "/50-system-reserved.conf" in script.content
     assert "/sys/devices/system/node/node0/meminfo" in script.content
     assert f'cpu: "{kubelet.reserved_cpus}"' in script.content
+    assert "mount --make-private /var/lib/kubelet/device-plugins\n" in script.content
 
 
 # ---------------------------------------------------------------- containerd
@@ -379,7 +388,7 @@ def test_three_numa_node_units_pass_systemd_analyze_verify(tmp_path, binaries):
         ("numa1.slice", "AllowedCPUs=5-7\n", "AllowedCPUs=5-x\n", "Failed to parse"),
         ("system.slice.d/50-numa-kubelets.conf", "AllowedMemoryNodes=", "AllowedMemoryNode=", "Unknown key"),
         ("containerd@numa1.service", "Delegate=yes\n", "ExecStartPost=relative/path\n", "nor an absolute path"),
-        ("kubelet@numa0.service", "/bin/kubelet ", "/bin/no-such-kubelet ", "is not executable"),
+        ("kubelet@numa0.service", "/usr/bin/unshare ", "/usr/bin/no-such-unshare ", "is not executable"),
     ],
     ids=["unknown key", "unparsable cpulist", "drop-in unknown key", "relative command", "missing binary"],
 )

@@ -103,11 +103,11 @@ def test_script_passes_shellcheck(tmp_path, script):
         assert (result.returncode, result.stdout, result.stderr) == (0, "", ""), result.stdout
 
 
-def test_rendered_reserve_scripts_pass_shellcheck(tmp_path):
+def test_rendered_host_side_scripts_pass_shellcheck(tmp_path):
     scripts = [file for file in rendered_files(PLANS["cluster"]) if file.content.startswith("#!/bin/sh\n")]
-    assert len(scripts) == 3
+    assert len(scripts) == 6  # per kubelet: the prepare script and the mount-namespace launcher
     for file in scripts:
-        path = tmp_path / "reserve.sh"
+        path = tmp_path / "script.sh"
         path.write_text(file.content)
         result = subprocess.run(
             [tool("shellcheck"), "--severity=warning", "--format=gcc", str(path)], capture_output=True, text=True
