@@ -10,6 +10,7 @@ import copy
 
 import pytest
 
+from tests.integration.conftest import TIMINGS
 from tests.integration.engine import CommandFailed, Engine
 from tests.integration.hostcheck import HostView
 from tests.program.harness import load_stack_file
@@ -42,7 +43,9 @@ def stack_for(host, base: str = "dev") -> dict:
 
 
 @pytest.fixture(scope="module")
-def deployment(numa_host):
+def deployment(numa_host, testhost_image):
+    TIMINGS.append(("test host image build (as recorded when it was built)", testhost_image.build_seconds))
+    TIMINGS.append(("boot origin machine to SSH", numa_host.boot_seconds))
     engine = Engine(lambda script, stdin: numa_host.run(script, stdin=stdin, check=False))
     state = {"config": stack_for(numa_host), "engine": engine, "view": HostView(numa_host)}
     yield state
