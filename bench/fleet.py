@@ -12,18 +12,25 @@ a fresh subprocess so that time and peak memory are independent of the other cas
 Usage (from the repository root, with the venv):
     .venv/bin/python bench/fleet.py                    # 1, 10, 100, 500 hosts x 2 and 8 NUMA nodes
     .venv/bin/python bench/fleet.py --hosts 500 --numa 8 --json bench.json
-    .venv/bin/python bench/fleet.py --hosts 100 --numa 8 --profile program   # cProfile, top functions
+    .venv/bin/python bench/fleet.py --hosts 100 --numa 8 --profile both --profile-dir /tmp/prof
+        # cProfile of each run: /tmp/prof/{program,baseline}-100x8.pstats (python -m pstats FILE)
+    .venv/bin/python bench/fleet.py --no-gc            # both programs without the cyclic GC
 
 Columns: `program s` / `baseline s` are the evaluation wall time (libraries already imported),
-`ratio` their quotient (issue 6's target: <= 1.5 at 500 x 8), `core s` the pure core alone
-(validate config, build the plan, render every script: a part of `program s`), peak RSS of
-each subprocess, resources registered (the root Stack is not counted), resources and remote commands
-per host (each command is one SSH session per apply when its inputs change).
+`ratio` their quotient (issue 6's target: <= 1.5 at 500 x 8); the CPU columns are the same in
+process CPU time, steadier than wall time on a shared machine; `core s` is the pure core alone
+(validate the config, build the plan, render every script: a part of `program s`, timed
+separately after it); `GC s` the time spent in Python's cyclic garbage collector (a part of
+`program s` / `baseline s`); peak RSS of each subprocess; resources registered (the root
+Stack not counted); resources and remote commands per host (each command is one SSH session
+per apply when its inputs change). Each case's program and baseline run back to back; with
+--repeat N the fastest of N counts.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import subprocess
@@ -88,8 +95,24 @@ def _peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
-def _evaluate(stack_config: dict[str, Any], program, profile: str | None = None):
-    """Run `program` under the same mocks as tests/program/harness.py; return (seconds, mocks, monitor)."""
+class GcClock:
+    """Wall time spent in Python's cyclic garbage collector (gc.callbacks), by generation."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.full_collections = 0
+        self._started = 0.0
+
+    def __call__(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.seconds += time.perf_counter() - self._started
+            self.full_collections += info.get("generation") == 2
+
+
+def _evaluate(stack_config: dict[str, Any], program, profile: str | None = None, preview: bool = False):
+    """Run `program` under the same mocks as tests/program/harness.py; return (wall s, CPU s, mocks, monitor)."""
     import pulumi
     from pulumi.runtime import settings
     from pulumi.runtime.stack import run_pulumi_func
@@ -99,7 +122,10 @@ def _evaluate(stack_config: dict[str, Any], program, profile: str | None = None)
 
     mocks = RecordingMocks()
     monitor = RecordingMonitor(mocks)
+    clock = GcClock()
+    gc.callbacks.append(clock)
     start = time.perf_counter()
+    cpu_start = time.process_time()
     profiler = None
     if profile:
         import cProfile
@@ -107,7 +133,7 @@ def _evaluate(stack_config: dict[str, Any], program, profile: str | None = None)
         profiler = cProfile.Profile()
         profiler.enable()
     settings.set_root_resource(None)  # type: ignore[arg-type]
-    pulumi.runtime.set_mocks(mocks, project=NAMESPACE, stack="bench", preview=False, monitor=monitor)
+    pulumi.runtime.set_mocks(mocks, project=NAMESPACE, stack="bench", preview=preview, monitor=monitor)
     values = config_values(stack_config)
     pulumi.runtime.set_all_config(values, [k for k in values if k.split(":", 1)[1] in SECRET_KEYS])
     settings.SETTINGS.rpc_manager.clear()
@@ -119,9 +145,11 @@ def _evaluate(stack_config: dict[str, Any], program, profile: str | None = None)
     if profiler is not None:
         profiler.disable()
     seconds = time.perf_counter() - start
+    cpu_seconds = time.process_time() - cpu_start
+    gc.callbacks.remove(clock)
     if profiler is not None:
         profiler.dump_stats(profile)
-    return seconds, mocks, monitor
+    return seconds, cpu_seconds, clock, mocks, monitor
 
 
 def _tree(mocks, monitor) -> list[dict[str, Any]]:
@@ -136,15 +164,18 @@ def _tree(mocks, monitor) -> list[dict[str, Any]]:
 
 
 def _core_seconds(stack_config: dict[str, Any]) -> float:
-    """The pure core alone: validate, plan, render every script the program sends."""
-    from numa_kubelets import scripts
+    """The pure core alone: validate, plan, and render every script and stdin the components
+    ask the core for (components/host.py, numa_slice.py, kubelet_instance.py, demo.py)."""
+    from numa_kubelets import placement, scripts
     from numa_kubelets.config import decode_pulumi_values, load_config
     from numa_kubelets.plan import build_plan
     from tests.program.harness import config_values
 
     start = time.perf_counter()
     values = {k.split(":", 1)[1]: v for k, v in config_values(stack_config).items()}
-    plan = build_plan(load_config(decode_pulumi_values(values)))
+    config = load_config(decode_pulumi_values(values))
+    plan = build_plan(config)
+    placement.check_demo(config, plan)
     token = stack_config.get("bootstrapToken")
     for host in plan.hosts:
         scripts.preflight_scripts(host, plan)
@@ -155,6 +186,9 @@ def _core_seconds(stack_config: dict[str, Any]) -> float:
             scripts.kubelet_scripts(host, kubelet, plan)
             if plan.cluster is not None:
                 scripts.bootstrap_kubeconfig_stdin(kubelet, plan, token)
+    hosts = {host.name: host for host in plan.hosts}
+    for pod in placement.demo_pods(config, plan):
+        placement.probe_scripts(pod, hosts[pod.kubelet.host], plan)
     return time.perf_counter() - start
 
 
@@ -199,18 +233,27 @@ def child(args: argparse.Namespace) -> None:
 
     stack_config = fleet_config(args.hosts_n, args.numa_n, cluster=not args.no_cluster, demo=args.demo)
     result: dict[str, Any] = {"hosts": args.hosts_n, "numa": args.numa_n, "kind": args.child}
+    if args.no_gc:
+        gc.disable()
+    # Without a live cluster the demo's verdict fails an update; a preview only reports it.
+    preview = args.preview or args.demo
     if args.child == "program":
         main = str(PROJECT_DIR / "__main__.py")
-        seconds, mocks, monitor = _evaluate(
-            stack_config, lambda: runpy.run_path(main, run_name="__main__"), args.profile_out
+        seconds, cpu_seconds, clock, mocks, monitor = _evaluate(
+            stack_config, lambda: runpy.run_path(main, run_name="__main__"), args.profile_out, preview
         )
         tree = _tree(mocks, monitor)
         Path(args.tree).write_text(json.dumps(tree))
         result["core_seconds"] = _core_seconds(stack_config)
     else:
         tree = json.loads(Path(args.tree).read_text())
-        seconds, mocks, monitor = _evaluate(stack_config, _baseline_program(tree), args.profile_out)
+        seconds, cpu_seconds, clock, mocks, monitor = _evaluate(
+            stack_config, _baseline_program(tree), args.profile_out, preview
+        )
     result["seconds"] = seconds
+    result["cpu_seconds"] = cpu_seconds
+    result["gc_seconds"] = clock.seconds
+    result["gc_full_collections"] = clock.full_collections
     result["peak_rss_mib"] = _peak_rss_mib()
     result["resources"] = len(mocks.resources)
     result["commands"] = sum(1 for r in mocks.resources if r.type == COMMAND_TYPE)
@@ -227,8 +270,9 @@ def _run_child(kind: str, hosts: int, numa: int, tree: Path, args: argparse.Name
     ]
     if args.no_cluster:
         command.append("--no-cluster")
-    if args.demo:
-        command.append("--demo")
+    for flag in ("demo", "preview", "no_gc"):
+        if getattr(args, flag):
+            command.append("--" + flag.replace("_", "-"))
     if profile:
         command += ["--profile-out", profile]
     completed = subprocess.run(command, capture_output=True, text=True, cwd=PROJECT_DIR)
@@ -263,6 +307,12 @@ def measure(hosts: int, numa: int, args: argparse.Namespace) -> dict[str, Any]:
         "programSeconds": round(best_program["seconds"], 3),
         "baselineSeconds": round(best_baseline["seconds"], 3),
         "ratio": round(best_program["seconds"] / best_baseline["seconds"], 2),
+        "programCpuSeconds": round(best_program["cpu_seconds"], 3),
+        "baselineCpuSeconds": round(best_baseline["cpu_seconds"], 3),
+        "cpuRatio": round(best_program["cpu_seconds"] / best_baseline["cpu_seconds"], 2),
+        "programGcSeconds": round(best_program["gc_seconds"], 3),
+        "baselineGcSeconds": round(best_baseline["gc_seconds"], 3),
+        "programFullGcs": best_program["gc_full_collections"],
         "coreSeconds": round(best_program["core_seconds"], 3),
         "programPeakRssMiB": round(best_program["peak_rss_mib"], 1),
         "baselinePeakRssMiB": round(best_baseline["peak_rss_mib"], 1),
@@ -275,13 +325,15 @@ def measure(hosts: int, numa: int, args: argparse.Namespace) -> dict[str, Any]:
 
 def markdown(rows: list[dict[str, Any]]) -> str:
     header = (
-        "| hosts | NUMA/host | program s | baseline s | ratio | core s | program peak RSS MiB "
-        "| baseline peak RSS MiB | resources | resources/host | remote commands/host |\n"
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+        "| hosts | NUMA/host | program s | baseline s | ratio | program CPU s | baseline CPU s | CPU ratio "
+        "| core s | program GC s | baseline GC s | program peak RSS MiB | baseline peak RSS MiB | resources "
+        "| resources/host | remote commands/host |\n"
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
     )
     lines = [
-        f"| {r['hosts']} | {r['numaNodes']} | {r['programSeconds']:.3f} | {r['baselineSeconds']:.3f} | {r['ratio']:.2f} "
-        f"| {r['coreSeconds']:.3f} | {r['programPeakRssMiB']:.0f} | {r['baselinePeakRssMiB']:.0f} | {r['resources']} "
+        f"| {r['hosts']} | {r['numaNodes']} | {r['programSeconds']:.2f} | {r['baselineSeconds']:.2f} | {r['ratio']:.2f} "
+        f"| {r['programCpuSeconds']:.2f} | {r['baselineCpuSeconds']:.2f} | {r['cpuRatio']:.2f} "
+        f"| {r['coreSeconds']:.2f} | {r['programGcSeconds']:.2f} | {r['baselineGcSeconds']:.2f} | {r['programPeakRssMiB']:.0f} | {r['baselinePeakRssMiB']:.0f} | {r['resources']} "
         f"| {r['resourcesPerHost']:g} | {r['commandsPerHost']:g} |\n"
         for r in rows
     ]
@@ -299,7 +351,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=1, help="runs per case; the fastest counts")
     parser.add_argument("--json", metavar="PATH", help="also write the rows as JSON ('-': stdout, after the table)")
     parser.add_argument("--no-cluster", action="store_true", help="standalone kubelets (no bootstrap kubeconfig on stdin)")
-    parser.add_argument("--demo", action="store_true", help="enable the demo pods (needs the cluster)")
+    parser.add_argument("--demo", action="store_true", help="enable the demo pods (needs the cluster; implies --preview)")
+    parser.add_argument("--preview", action="store_true", help="evaluate as `pulumi preview` does (default: as `up`)")
+    parser.add_argument("--no-gc", action="store_true", help="disable Python's cyclic GC in both programs")
     parser.add_argument(
         "--profile", choices=("program", "baseline", "both"), help="write cProfile stats per case (read with pstats)"
     )
@@ -332,7 +386,11 @@ def main(argv: list[str] | None = None) -> int:
     rows.sort(key=lambda r: (r["numaNodes"], r["hosts"]))
     total = time.perf_counter() - started
     sys.stdout.write(markdown(rows))
-    sys.stdout.write(f"\nPython {sys.version.split()[0]}, {os.cpu_count()} CPUs; whole benchmark {total:.0f} s.\n")
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    sys.stdout.write(
+        f"\nPython {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average at the end {load:.1f}; "
+        f"whole benchmark {total:.0f} s (fastest of {args.repeat} per case).\n"
+    )
     if args.json:
         document = json.dumps({"rows": rows, "totalSeconds": round(total, 1)}, indent=2) + "\n"
         if args.json == "-":

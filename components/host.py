@@ -46,12 +46,11 @@ class NumaHost(pulumi.ComponentResource):
             f"{name}-preflight",
             connection,
             scripts.preflight_scripts(host, args.plan),
-            child,
+            self,
             with_delete=False,
         )
-        after_preflight = pulumi.ResourceOptions(parent=self, depends_on=[self.preflight])
         self.host_services = remote_command(
-            f"{name}-host-services", connection, scripts.host_services_scripts(host), after_preflight
+            f"{name}-host-services", connection, scripts.host_services_scripts(host), self, [self.preflight]
         )
         self.slices = [
             NumaSlice(

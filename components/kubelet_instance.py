@@ -17,7 +17,7 @@ class KubeletInstance(pulumi.ComponentResource):
             f"{name}-containerd",
             args.connection,
             scripts.containerd_scripts(args.host, kubelet, plan),
-            pulumi.ResourceOptions(parent=self, depends_on=args.after),
+            self, args.after,
         )
         stdin = None
         if plan.cluster is not None:
@@ -30,7 +30,7 @@ class KubeletInstance(pulumi.ComponentResource):
             f"{name}-kubelet",
             args.connection,
             scripts.kubelet_scripts(args.host, kubelet, plan),
-            pulumi.ResourceOptions(parent=self, depends_on=[self.containerd]),
+            self, [self.containerd],
             stdin=stdin,
         )
         self.node_name = kubelet.node_name

@@ -20,7 +20,7 @@ class NumaSlice(pulumi.ComponentResource):
             f"{name}-slice",
             args.connection,
             scripts.slice_scripts(args.host, args.kubelet),
-            pulumi.ResourceOptions(parent=self, depends_on=args.after),
+            self, args.after,
         )
         # Same name, other type: its URN differs, and the preview reads "numa-a-numa0".
         self.kubelet = KubeletInstance(

@@ -28,11 +28,12 @@ def remote_command(
     name: str,
     connection: command.remote.ConnectionArgs,
     host_scripts: HostScripts,
-    opts: pulumi.ResourceOptions,
+    parent: pulumi.Resource,
+    depends_on: list[pulumi.Resource] | None = None,
     stdin: pulumi.Input[str] | None = None,
     with_delete: bool = True,
 ) -> command.remote.Command:
-    """Create and update run the same idempotent script; delete runs the remove script.
+    """Create runs the idempotent apply script; with no `update`, a changed input runs it again.
 
     Replacement deletes first: the old delete would otherwise remove the files that its
     replacement, installed at the same paths, had just written.
@@ -41,9 +42,8 @@ def remote_command(
         name,
         connection=connection,
         create=host_scripts.apply,
-        update=host_scripts.apply,
         delete=host_scripts.delete if with_delete else None,
         stdin=stdin,
         add_previous_output_in_env=False,
-        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(delete_before_replace=True)),
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=depends_on, delete_before_replace=True),
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import json
 from dataclasses import dataclass
 
 import yaml
@@ -41,6 +43,16 @@ HOST_SERVICE_UNITS = (
 
 def _yaml(document: dict) -> str:
     return yaml.safe_dump(document, sort_keys=False, default_flow_style=False)
+
+
+@functools.lru_cache(maxsize=4096)
+def _yaml_of_json(document_json: str) -> str:
+    return _yaml(json.loads(document_json))
+
+
+def _shared_yaml(document: dict) -> str:
+    """For non-secret documents: a fleet repeats the same few, and PyYAML's writer is slow."""
+    return _yaml_of_json(json.dumps(document))
 
 
 def host_service_dropins(host: HostPlan) -> list[HostFile]:
@@ -161,7 +173,7 @@ def kubelet_config(kubelet: KubeletPlan, cluster: ClusterPlan | None) -> HostFil
         "authentication": authentication,
         "authorization": authorization,
     }
-    return HostFile(layout.kubelet_config, HEADER + _yaml(document))
+    return HostFile(layout.kubelet_config, HEADER + _shared_yaml(document))
 
 
 def prepare_script(kubelet: KubeletPlan) -> HostFile:

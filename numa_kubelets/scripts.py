@@ -264,14 +264,15 @@ def kubelet_scripts(host: HostPlan, kubelet: KubeletPlan, plan: Plan) -> HostScr
     ]
     if plan.cluster is not None:
         apply_steps.append(f"write_file {q(layout.bootstrap_kubeconfig)} 0600 {q(unit)}\n")
-    apply_steps += [write_file_step(file, unit) for file in kubelet_files(kubelet, plan)]
+    files = kubelet_files(kubelet, plan)
+    apply_steps += [write_file_step(file, unit) for file in files]
     apply_steps.append(_restart_if_pending(unit))
     remove_steps = [
         _stop_for_good(unit),
         _unmount_below(layout.root_dir),
         f"rm -f {q(layout.kubelet_unit_path)}\n",
         f"rm -rf {q(layout.root_dir)} {q(layout.pod_logs_dir)} {q(layout.kubelet_config_dropin_dir.rsplit('/', 1)[0])}\n",
-        f"rm -f {' '.join(q(f.path) for f in kubelet_files(kubelet, plan))} {q(layout.bootstrap_kubeconfig)}\n",
+        f"rm -f {' '.join(q(f.path) for f in files)} {q(layout.bootstrap_kubeconfig)}\n",
         # The last kubelet on the host takes the private mount point of the shared directory along.
         "if ! ls /etc/systemd/system/kubelet@numa*.service >/dev/null 2>&1; then\n"
         f"  while mountpoint -q {q(SHARED_DEVICE_PLUGINS_DIR)}; do umount {q(SHARED_DEVICE_PLUGINS_DIR)}; done\n"
