@@ -61,7 +61,8 @@ class DemoPlacement(pulumi.ComponentResource):
             f"{name}-probe",
             args.connection,
             placement.probe_scripts(demo, args.host, plan),
-            self, [self.pod],
+            parent=self,
+            depends_on=[self.pod],
             # The uid selects this incarnation of the pod; a new pod changes it and re-runs the probe.
             stdin=self.pod.metadata.uid,
             with_delete=False,

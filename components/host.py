@@ -46,11 +46,15 @@ class NumaHost(pulumi.ComponentResource):
             f"{name}-preflight",
             connection,
             scripts.preflight_scripts(host, args.plan),
-            self,
+            parent=self,
             with_delete=False,
         )
         self.host_services = remote_command(
-            f"{name}-host-services", connection, scripts.host_services_scripts(host), self, [self.preflight]
+            f"{name}-host-services",
+            connection,
+            scripts.host_services_scripts(host),
+            parent=self,
+            depends_on=[self.preflight],
         )
         self.slices = [
             NumaSlice(

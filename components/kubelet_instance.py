@@ -17,7 +17,8 @@ class KubeletInstance(pulumi.ComponentResource):
             f"{name}-containerd",
             args.connection,
             scripts.containerd_scripts(args.host, kubelet, plan),
-            self, args.after,
+            parent=self,
+            depends_on=args.after,
         )
         stdin = None
         if plan.cluster is not None:
@@ -30,10 +31,10 @@ class KubeletInstance(pulumi.ComponentResource):
             f"{name}-kubelet",
             args.connection,
             scripts.kubelet_scripts(args.host, kubelet, plan),
-            self, [self.containerd],
+            parent=self,
+            depends_on=[self.containerd],
             stdin=stdin,
         )
-        self.node_name = kubelet.node_name
         self.register_outputs(
             {
                 "nodeName": kubelet.node_name,

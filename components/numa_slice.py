@@ -20,7 +20,8 @@ class NumaSlice(pulumi.ComponentResource):
             f"{name}-slice",
             args.connection,
             scripts.slice_scripts(args.host, args.kubelet),
-            self, args.after,
+            parent=self,
+            depends_on=args.after,
         )
         # Same name, other type: its URN differs, and the preview reads "numa-a-numa0".
         self.kubelet = KubeletInstance(
