@@ -35,6 +35,7 @@ class KubeletInstance(pulumi.ComponentResource):
             depends_on=[self.containerd],
             stdin=stdin,
         )
+        self.node_name = kubelet.node_name
         self.register_outputs(
             {
                 "nodeName": kubelet.node_name,
