@@ -58,7 +58,7 @@ class DemoPlacement(pulumi.ComponentResource):
             ),
         )
         self.probe = remote_command(
-            f"{name}-probe",
+            demo.probe_name,
             args.connection,
             placement.probe_scripts(demo, args.host, plan),
             parent=self,

@@ -43,14 +43,14 @@ class NumaHost(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
 
         self.preflight = remote_command(
-            f"{name}-preflight",
+            host.preflight_command,
             connection,
             scripts.preflight_scripts(host, args.plan),
             parent=self,
             with_delete=False,
         )
         self.host_services = remote_command(
-            f"{name}-host-services",
+            host.host_services_command,
             connection,
             scripts.host_services_scripts(host),
             parent=self,
@@ -58,7 +58,7 @@ class NumaHost(pulumi.ComponentResource):
         )
         self.slices = [
             NumaSlice(
-                f"{name}-{kubelet.layout.instance}",
+                kubelet.resource_name,
                 NumaNodeArgs(host, kubelet, args.plan, connection, args.bootstrap_token, after=[self.preflight]),
                 child,
             )

@@ -14,7 +14,7 @@ class KubeletInstance(pulumi.ComponentResource):
         super().__init__("numa-kubelets:index:KubeletInstance", name, None, opts)
         kubelet, plan = args.kubelet, args.plan
         self.containerd = remote_command(
-            f"{name}-containerd",
+            kubelet.containerd_command,
             args.connection,
             scripts.containerd_scripts(args.host, kubelet, plan),
             parent=self,
@@ -28,7 +28,7 @@ class KubeletInstance(pulumi.ComponentResource):
                 args.bootstrap_token.apply(lambda token: scripts.bootstrap_kubeconfig_stdin(kubelet, plan, token))
             )
         self.kubelet = remote_command(
-            f"{name}-kubelet",
+            kubelet.kubelet_command,
             args.connection,
             scripts.kubelet_scripts(args.host, kubelet, plan),
             parent=self,

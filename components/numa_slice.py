@@ -17,15 +17,14 @@ class NumaSlice(pulumi.ComponentResource):
         super().__init__("numa-kubelets:index:NumaSlice", name, None, opts)
         layout = args.kubelet.layout
         self.unit = remote_command(
-            f"{name}-slice",
+            args.kubelet.slice_command,
             args.connection,
             scripts.slice_scripts(args.host, args.kubelet),
             parent=self,
             depends_on=args.after,
         )
-        # Same name, other type: its URN differs, and the preview reads "numa-a-numa0".
         self.kubelet = KubeletInstance(
-            name,
+            args.kubelet.resource_name,
             dataclasses.replace(args, after=[self.unit]),
             pulumi.ResourceOptions(parent=self),
         )

@@ -75,6 +75,10 @@ class DemoPod:
         return f"{APP_NAME}-{self.kubelet.node_name}"
 
     @property
+    def probe_name(self) -> str:
+        return f"{self.name}-probe"
+
+    @property
     def selector(self) -> dict[str, str]:
         return demo_selector(self.kubelet)
 

@@ -157,6 +157,24 @@ class KubeletPlan:
     def label_map(self) -> dict[str, str]:
         return dict(self.labels)
 
+    # Pulumi resource names are part of the stack's state: renaming one needs an alias.
+    @property
+    def resource_name(self) -> str:
+        """Of its NumaSlice and KubeletInstance (different types, so different URNs)."""
+        return f"{self.host}-{self.layout.instance}"
+
+    @property
+    def slice_command(self) -> str:
+        return f"{self.resource_name}-slice"
+
+    @property
+    def containerd_command(self) -> str:
+        return f"{self.resource_name}-containerd"
+
+    @property
+    def kubelet_command(self) -> str:
+        return f"{self.resource_name}-kubelet"
+
     @property
     def user_labels(self) -> dict[str, str]:
         return {k: v for k, v in self.labels if k not in (HOST_LABEL, NUMA_NODE_LABEL)}
@@ -173,6 +191,14 @@ class HostPlan:
     system_cpus: CpuSet
     system_mems: CpuSet
     kubelets: tuple[KubeletPlan, ...]
+
+    @property
+    def preflight_command(self) -> str:
+        return f"{self.name}-preflight"
+
+    @property
+    def host_services_command(self) -> str:
+        return f"{self.name}-host-services"
 
     @property
     def online_cpus(self) -> CpuSet:

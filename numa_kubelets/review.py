@@ -157,29 +157,29 @@ class RemoteCommandPlan:
 
 
 def host_commands(host: HostPlan, plan: Plan, demo_pods: tuple[placement.DemoPod, ...] = ()) -> list[RemoteCommandPlan]:
-    """The host's remote commands, named and ordered as the components in components/ create them:
-    the host layer, then the demo probes of the host's kubelets."""
+    """The host's remote commands, with the plan's resource names, in the order the components in
+    components/ create them: the host layer, then the demo probes of the host's kubelets."""
     commands = [
         RemoteCommandPlan(
-            f"{host.name}-preflight", f"NumaHost {host.name}", scripts.preflight_scripts(host, plan), (), with_delete=False
+            host.preflight_command, f"NumaHost {host.name}", scripts.preflight_scripts(host, plan), (), with_delete=False
         ),
         RemoteCommandPlan(
-            f"{host.name}-host-services",
+            host.host_services_command,
             f"NumaHost {host.name}",
             scripts.host_services_scripts(host),
             tuple(render.host_service_dropins(host)),
         ),
     ]
     for kubelet in host.kubelets:
-        base = f"{host.name}-{kubelet.layout.instance}"
+        base = kubelet.resource_name
         commands.append(
             RemoteCommandPlan(
-                f"{base}-slice", f"NumaSlice {base}", scripts.slice_scripts(host, kubelet), (render.slice_unit(kubelet),)
+                kubelet.slice_command, f"NumaSlice {base}", scripts.slice_scripts(host, kubelet), (render.slice_unit(kubelet),)
             )
         )
         commands.append(
             RemoteCommandPlan(
-                f"{base}-containerd",
+                kubelet.containerd_command,
                 f"KubeletInstance {base}",
                 scripts.containerd_scripts(host, kubelet, plan),
                 tuple(render.containerd_files(kubelet, plan)),
@@ -187,7 +187,7 @@ def host_commands(host: HostPlan, plan: Plan, demo_pods: tuple[placement.DemoPod
         )
         commands.append(
             RemoteCommandPlan(
-                f"{base}-kubelet",
+                kubelet.kubelet_command,
                 f"KubeletInstance {base}",
                 scripts.kubelet_scripts(host, kubelet, plan),
                 tuple(render.kubelet_files(kubelet, plan)),
@@ -198,7 +198,7 @@ def host_commands(host: HostPlan, plan: Plan, demo_pods: tuple[placement.DemoPod
         if pod.kubelet.host == host.name:
             commands.append(
                 RemoteCommandPlan(
-                    f"{pod.name}-probe",
+                    pod.probe_name,
                     f"DemoPlacement {pod.name}",
                     placement.probe_scripts(pod, host, plan),
                     (),
