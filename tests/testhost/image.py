@@ -15,6 +15,7 @@ import hashlib
 import json
 import shlex
 import shutil
+import subprocess
 import sys
 import time
 import uuid
@@ -124,8 +125,8 @@ def _build(image_dir: Path, client_public_key: str) -> None:
         _bootstrap(rootfs, inputs, log_path)
         _copy_boot_files(rootfs, build_dir)
         _pack_root_disk(rootfs, build_dir / "root.img", log_path)
-        shutil.rmtree(rootfs)
-        shutil.rmtree(inputs)
+        remove_tree(rootfs)
+        remove_tree(inputs)
         seconds = round(time.monotonic() - started, 1)
         manifest = {
             "cache_key": image_dir.name,
@@ -141,7 +142,7 @@ def _build(image_dir: Path, client_public_key: str) -> None:
         failed_log = image_dir.parent / f"failed-build-{image_dir.name}.log"
         if log_path.exists():
             shutil.copyfile(log_path, failed_log)
-        shutil.rmtree(build_dir, ignore_errors=True)
+        remove_tree(build_dir)
         raise
 
 
@@ -208,7 +209,32 @@ def _remove_other_images(images_dir: Path, keep: Path) -> None:
     """
     for entry in images_dir.iterdir():
         if entry != keep and entry.is_dir():
-            shutil.rmtree(entry, ignore_errors=True)
+            remove_tree(entry)
+
+
+def mounts_below(path: Path) -> list[str]:
+    """Mount points at or under `path`, deepest first (from /proc/self/mountinfo)."""
+    root = str(path.resolve())
+    targets = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        target = line.split(" ")[4].replace("\\040", " ")
+        if target == root or target.startswith(root + "/"):
+            targets.append(target)
+    return sorted(targets, key=len, reverse=True)
+
+
+def remove_tree(path: Path) -> None:
+    """rmtree that never descends into a mount.
+
+    An interrupted mmdebstrap can leave the host's /dev, /proc and /sys bound inside its rootfs;
+    a plain rmtree would then delete the host's device nodes.
+    """
+    for target in mounts_below(path):
+        subprocess.run(["umount", "--lazy", target], check=False, capture_output=True)
+    left = mounts_below(path)
+    if left:
+        raise TestHostError(f"refusing to remove {path}: still mounted below it: {', '.join(left)}")
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def _log(message: str) -> None:
