@@ -53,6 +53,7 @@ FAKE_CA = "-----BEGIN CERTIFICATE-----\nTUlJQmJlbmNobWFyaw==\n-----END CERTIFICA
 
 # ---------------------------------------------------------------- fleet configs
 
+
 def fleet_config(hosts: int, numa_nodes: int, cluster: bool = True, demo: bool = False) -> dict[str, Any]:
     """A valid stack config: `hosts` hosts with `numa_nodes` NUMA nodes of 8 CPUs each.
 
@@ -82,6 +83,7 @@ def fleet_config(hosts: int, numa_nodes: int, cluster: bool = True, demo: bool =
 
 
 # ---------------------------------------------------------------- child: one measurement
+
 
 def _setup_path() -> None:
     if str(PROJECT_DIR) not in sys.path:
@@ -263,10 +265,19 @@ def child(args: argparse.Namespace) -> None:
 
 # ---------------------------------------------------------------- parent: the table
 
+
 def _run_child(kind: str, hosts: int, numa: int, tree: Path, args: argparse.Namespace, profile: str | None) -> dict:
     command = [
-        sys.executable, str(Path(__file__).resolve()), "--child", kind,
-        "--hosts-n", str(hosts), "--numa-n", str(numa), "--tree", str(tree),
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--child",
+        kind,
+        "--hosts-n",
+        str(hosts),
+        "--numa-n",
+        str(numa),
+        "--tree",
+        str(tree),
     ]
     if args.no_cluster:
         command.append("--no-cluster")
@@ -300,7 +311,9 @@ def measure(hosts: int, numa: int, args: argparse.Namespace) -> dict[str, Any]:
                 best_baseline = baseline
     assert best_program is not None and best_baseline is not None
     if best_program["resources"] != best_baseline["resources"]:
-        raise SystemExit(f"baseline registered {best_baseline['resources']} resources, the program {best_program['resources']}")
+        raise SystemExit(
+            f"baseline registered {best_baseline['resources']} resources, the program {best_program['resources']}"
+        )
     return {
         "hosts": hosts,
         "numaNodes": numa,
@@ -350,8 +363,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--numa", type=_numbers, default=DEFAULT_NUMA, help="comma-separated NUMA nodes per host")
     parser.add_argument("--repeat", type=int, default=1, help="runs per case; the fastest counts")
     parser.add_argument("--json", metavar="PATH", help="also write the rows as JSON ('-': stdout, after the table)")
-    parser.add_argument("--no-cluster", action="store_true", help="standalone kubelets (no bootstrap kubeconfig on stdin)")
-    parser.add_argument("--demo", action="store_true", help="enable the demo pods (needs the cluster; implies --preview)")
+    parser.add_argument(
+        "--no-cluster", action="store_true", help="standalone kubelets (no bootstrap kubeconfig on stdin)"
+    )
+    parser.add_argument(
+        "--demo", action="store_true", help="enable the demo pods (needs the cluster; implies --preview)"
+    )
     parser.add_argument("--preview", action="store_true", help="evaluate as `pulumi preview` does (default: as `up`)")
     parser.add_argument("--no-gc", action="store_true", help="disable Python's cyclic GC in both programs")
     parser.add_argument(

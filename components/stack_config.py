@@ -18,7 +18,7 @@ def raw_namespace_values() -> dict[str, str]:
     """Every `numa-kubelets:` key the stack sets, unknown ones included, so typos are reported."""
     merged = {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
     prefix = NAMESPACE + ":"
-    return {key[len(prefix):]: value for key, value in sorted(merged.items()) if key.startswith(prefix)}
+    return {key[len(prefix) :]: value for key, value in sorted(merged.items()) if key.startswith(prefix)}
 
 
 def read_stack() -> tuple[StackConfig, Plan]:

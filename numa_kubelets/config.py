@@ -241,9 +241,7 @@ def host_problems(host: HostSpec, path: str) -> list[Problem]:
         node_cpus[node.id] = node.cpus
         for cpu in node.cpus:
             if cpu in owner_of_cpu:
-                problems.append(
-                    Problem(f"{node_path}.cpus", f"CPU {cpu} is also on NUMA node {owner_of_cpu[cpu]}")
-                )
+                problems.append(Problem(f"{node_path}.cpus", f"CPU {cpu} is also on NUMA node {owner_of_cpu[cpu]}"))
             else:
                 owner_of_cpu[cpu] = node.id
     all_cpus = CpuSet(owner_of_cpu)
@@ -277,7 +275,9 @@ def host_problems(host: HostSpec, path: str) -> list[Problem]:
         if kubelet.numa_node not in node_cpus:
             declared = ",".join(str(i) for i in sorted(node_cpus))
             problems.append(
-                Problem(f"{kubelet_path}.numaNode", f"NUMA node {kubelet.numa_node} is not declared (declared: {declared})")
+                Problem(
+                    f"{kubelet_path}.numaNode", f"NUMA node {kubelet.numa_node} is not declared (declared: {declared})"
+                )
             )
             continue
         if kubelet.numa_node in seen_nodes:
@@ -292,7 +292,10 @@ def host_problems(host: HostSpec, path: str) -> list[Problem]:
         if kubelet.cpus is not None:
             for cpu in kubelet.cpus - own:
                 problems.append(
-                    Problem(f"{kubelet_path}.cpus", f"CPU {cpu} is not on NUMA node {kubelet.numa_node} (cpus {own or 'none'})")
+                    Problem(
+                        f"{kubelet_path}.cpus",
+                        f"CPU {cpu} is not on NUMA node {kubelet.numa_node} (cpus {own or 'none'})",
+                    )
                 )
             if not kubelet.cpus:
                 problems.append(Problem(f"{kubelet_path}.cpus", "must name at least one CPU"))

@@ -1,7 +1,7 @@
 """Prints the numaNodes and a suggested systemCpus of a host, ready for the stack file.
 
-    python -m numa_kubelets.discover                      # this machine
-    python -m numa_kubelets.discover root@numa-a [-p 22]  # over SSH (your ssh config and agent)
+python -m numa_kubelets.discover                      # this machine
+python -m numa_kubelets.discover root@numa-a [-p 22]  # over SSH (your ssh config and agent)
 """
 
 from __future__ import annotations

@@ -148,6 +148,7 @@ def demo_pods(config: StackConfig, plan: Plan) -> tuple[DemoPod, ...]:
 
 # ---------------------------------------------------------------- the stack's kubelets
 
+
 class StackKubelets:
     """The stack's kubelets by node name and by label, built once: fleets have thousands."""
 
@@ -165,6 +166,7 @@ class StackKubelets:
 
 
 # ---------------------------------------------------------------- validation
+
 
 def kubelet_config_paths(config: StackConfig, plan: Plan) -> dict[str, str]:
     """Node name -> where the kubelet is configured: its `kubelets` entry, or its host when defaulted."""
@@ -254,14 +256,17 @@ def probe_scripts(pod: DemoPod, host: HostPlan, plan: Plan) -> HostScripts:
         f"numa-kubelets: cannot query {layout.containerd_unit} through {layout.containerd_socket} on host {host.name}"
     )
     # Selectors joined by ',' must all match; the uid from stdin completes the last one.
-    pod_filter = "".join(
-        f'labels."{key}"=={_filter_value(value)},'
-        for key, value in (
-            ("io.kubernetes.pod.namespace", pod.namespace),
-            ("io.kubernetes.pod.name", pod.name),
-            ("io.cri-containerd.kind", "container"),  # not the sandbox: the workload itself
+    pod_filter = (
+        "".join(
+            f'labels."{key}"=={_filter_value(value)},'
+            for key, value in (
+                ("io.kubernetes.pod.namespace", pod.namespace),
+                ("io.kubernetes.pod.name", pod.name),
+                ("io.cri-containerd.kind", "container"),  # not the sandbox: the workload itself
+            )
         )
-    ) + 'labels."io.kubernetes.pod.uid"=='
+        + 'labels."io.kubernetes.pod.uid"=='
+    )
     script = (
         f"# numa-kubelets: CPUs and memory nodes of the containers of {where} ({layout.containerd_unit})\n"
         "set -eu\n"
@@ -278,11 +283,11 @@ def probe_scripts(pod: DemoPod, host: HostPlan, plan: Plan) -> HostScripts:
         f'containers=$(cri containers ls -q {q(pod_filter)}"\\"$uid\\"") || {{ echo "$unreachable" >&2; exit 1; }}\n'
         'tasks=$(cri tasks ls) || { echo "$unreachable" >&2; exit 1; }\n'
         "for id in $containers; do\n"
-        '''  pid=$(printf '%s\\n' "$tasks" | awk -v id="$id" '$1 == id && $3 == "RUNNING" { print $2 }')\n'''
+        """  pid=$(printf '%s\\n' "$tasks" | awk -v id="$id" '$1 == id && $3 == "RUNNING" { print $2 }')\n"""
         "  status=/proc/$pid/status\n"
         '  if [ -z "$pid" ] || [ ! -r "$status" ]; then continue; fi  # not running (any more)\n'
-        '''  cpus=$(awk '$1 == "Cpus_allowed_list:" { print $2 }' "$status")\n'''
-        '''  mems=$(awk '$1 == "Mems_allowed_list:" { print $2 }' "$status")\n'''
+        """  cpus=$(awk '$1 == "Cpus_allowed_list:" { print $2 }' "$status")\n"""
+        """  mems=$(awk '$1 == "Mems_allowed_list:" { print $2 }' "$status")\n"""
         '  echo "container=$id pid=$pid cpus=$cpus mems=$mems"\n'
         "done\n"
     )
@@ -321,6 +326,7 @@ def parse_probe_output(stdout: str) -> tuple[list[HostReading], list[str]]:
 
 
 # ---------------------------------------------------------------- verdict
+
 
 @dataclass(frozen=True)
 class PlacementVerdict:

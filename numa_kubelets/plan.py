@@ -261,7 +261,9 @@ def plan_host(host: HostSpec) -> HostPlan:
                 labels=tuple(sorted(labels.items())),
                 max_pods=spec.max_pods,
                 port=spec.port if spec.port is not None else BASE_PORT + PORT_STRIDE * index,
-                healthz_port=spec.healthz_port if spec.healthz_port is not None else BASE_HEALTHZ_PORT + PORT_STRIDE * index,
+                healthz_port=spec.healthz_port
+                if spec.healthz_port is not None
+                else BASE_HEALTHZ_PORT + PORT_STRIDE * index,
                 read_only_port=spec.read_only_port,
                 reserved_cpus=len(online) - len(cpus),
                 layout=InstanceLayout(f"numa{spec.numa_node}"),
@@ -311,12 +313,19 @@ def fleet_problems(config: StackConfig, hosts: tuple[HostPlan, ...]) -> list[Pro
     node_names: dict[str, str] = {}
     for host_index, host in enumerate(hosts):
         if host.name in host_names:
-            problems.append(Problem(f"hosts[{host_index}].name", f"{host.name!r} is already the name of hosts[{host_names[host.name]}]"))
+            problems.append(
+                Problem(
+                    f"hosts[{host_index}].name", f"{host.name!r} is already the name of hosts[{host_names[host.name]}]"
+                )
+            )
         host_names.setdefault(host.name, host_index)
         endpoint = (host.address.lower(), host.ssh_port)
         if endpoint in endpoints:
             problems.append(
-                Problem(f"hosts[{host_index}].address", f"{host.address}:{host.ssh_port} is also hosts[{endpoints[endpoint]}]")
+                Problem(
+                    f"hosts[{host_index}].address",
+                    f"{host.address}:{host.ssh_port} is also hosts[{endpoints[endpoint]}]",
+                )
             )
         endpoints.setdefault(endpoint, host_index)
 
@@ -327,9 +336,18 @@ def fleet_problems(config: StackConfig, hosts: tuple[HostPlan, ...]) -> list[Pro
             explicit = ".kubelets[" in path
             if kubelet.node_name in node_names:
                 field_path = f"{path}.nodeName" if explicit else path
-                problems.append(Problem(field_path, f"node name {kubelet.node_name!r} is already used by {node_names[kubelet.node_name]}"))
+                problems.append(
+                    Problem(
+                        field_path,
+                        f"node name {kubelet.node_name!r} is already used by {node_names[kubelet.node_name]}",
+                    )
+                )
             node_names.setdefault(kubelet.node_name, path)
-            for key, port in (("port", kubelet.port), ("healthzPort", kubelet.healthz_port), ("readOnlyPort", kubelet.read_only_port)):
+            for key, port in (
+                ("port", kubelet.port),
+                ("healthzPort", kubelet.healthz_port),
+                ("readOnlyPort", kubelet.read_only_port),
+            ):
                 if port == 0:
                     continue
                 owner = f"{kubelet.layout.instance} {key}"

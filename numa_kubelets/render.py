@@ -289,9 +289,14 @@ def bootstrap_kubeconfig(kubelet: KubeletPlan, cluster: ClusterPlan, token: str)
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [
-            {"name": "numa-kubelets", "cluster": {"server": cluster.server, "certificate-authority": kubelet.layout.ca_cert}}
+            {
+                "name": "numa-kubelets",
+                "cluster": {"server": cluster.server, "certificate-authority": kubelet.layout.ca_cert},
+            }
         ],
-        "contexts": [{"name": "kubelet-bootstrap", "context": {"cluster": "numa-kubelets", "user": "kubelet-bootstrap"}}],
+        "contexts": [
+            {"name": "kubelet-bootstrap", "context": {"cluster": "numa-kubelets", "user": "kubelet-bootstrap"}}
+        ],
         "current-context": "kubelet-bootstrap",
         "users": [{"name": "kubelet-bootstrap", "user": {"token": token}}],
     }
@@ -313,5 +318,3 @@ def kubelet_files(kubelet: KubeletPlan, plan: Plan) -> list[HostFile]:
 
 def containerd_files(kubelet: KubeletPlan, plan: Plan) -> list[HostFile]:
     return [containerd_config(kubelet), containerd_unit(kubelet, plan.containerd_path)]
-
-

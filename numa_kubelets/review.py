@@ -61,6 +61,7 @@ class StackFileError(ValueError):
 
 # ---------------------------------------------------------------- stack file -> config values
 
+
 def _is_secure(value: Any) -> bool:
     return isinstance(value, Mapping) and set(value) == {"secure"}
 
@@ -143,6 +144,7 @@ def plan_from_stack(document: Any, assume_secrets: tuple[str, ...] = ()) -> tupl
 
 # ---------------------------------------------------------------- plan -> remote commands
 
+
 @dataclass(frozen=True)
 class RemoteCommandPlan:
     """One `command:remote:Command` of the program: its name, scripts and the files it installs."""
@@ -161,7 +163,11 @@ def host_commands(host: HostPlan, plan: Plan, demo_pods: tuple[placement.DemoPod
     components/ create them: the host layer, then the demo probes of the host's kubelets."""
     commands = [
         RemoteCommandPlan(
-            host.preflight_command, f"NumaHost {host.name}", scripts.preflight_scripts(host, plan), (), with_delete=False
+            host.preflight_command,
+            f"NumaHost {host.name}",
+            scripts.preflight_scripts(host, plan),
+            (),
+            with_delete=False,
         ),
         RemoteCommandPlan(
             host.host_services_command,
@@ -174,7 +180,10 @@ def host_commands(host: HostPlan, plan: Plan, demo_pods: tuple[placement.DemoPod
         base = kubelet.resource_name
         commands.append(
             RemoteCommandPlan(
-                kubelet.slice_command, f"NumaSlice {base}", scripts.slice_scripts(host, kubelet), (render.slice_unit(kubelet),)
+                kubelet.slice_command,
+                f"NumaSlice {base}",
+                scripts.slice_scripts(host, kubelet),
+                (render.slice_unit(kubelet),),
             )
         )
         commands.append(
@@ -218,6 +227,7 @@ def _bootstrap_kubeconfig(kubelet: KubeletPlan, plan: Plan) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------- commands -> review files
+
 
 def unwrap_sudo(script: str, user: str) -> str:
     """A non-root SSH user's script is one `sudo -n /bin/sh -c '<script>'` line: show the script."""
@@ -327,6 +337,7 @@ def render_stack(document: Any, assume_secrets: tuple[str, ...] = ()) -> dict[st
 
 # ---------------------------------------------------------------- I/O: the output directory and the CLI
 
+
 class OutputDirError(RuntimeError):
     pass
 
@@ -339,7 +350,9 @@ def write_tree(out: Path, files: Mapping[str, str]) -> None:
     if out.exists() and not out.is_dir():
         raise OutputDirError(f"{out} exists and is not a directory")
     if out.is_dir() and any(out.iterdir()) and not manifest.is_file():
-        raise OutputDirError(f"{out} is not empty and holds no {MANIFEST}: not a plan directory, refusing to write there")
+        raise OutputDirError(
+            f"{out} is not empty and holds no {MANIFEST}: not a plan directory, refusing to write there"
+        )
     previous = manifest.read_text().splitlines() if manifest.is_file() else []
     for relative in sorted(set(previous) - set(files)):
         if not relative or relative.startswith("/") or ".." in PurePosixPath(relative).parts:
@@ -372,7 +385,9 @@ def _render_command(args: argparse.Namespace) -> int:
     except (ConfigError, StackFileError) as error:
         print(f"{stack_file}: {error}", file=sys.stderr)
         return 1
-    out = Path(args.out) if args.out else Path("plan-out") / stack_file.name.removeprefix("Pulumi.").removesuffix(".yaml")
+    out = (
+        Path(args.out) if args.out else Path("plan-out") / stack_file.name.removeprefix("Pulumi.").removesuffix(".yaml")
+    )
     try:
         write_tree(out, files)
     except (OutputDirError, OSError) as error:
@@ -383,7 +398,9 @@ def _render_command(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m numa_kubelets.review", description="Plan review files for a stack.")
+    parser = argparse.ArgumentParser(
+        prog="python -m numa_kubelets.review", description="Plan review files for a stack."
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     render_parser = commands.add_parser("render", help="write every file and script each host would receive")
     render_parser.add_argument("stack_file", help="a stack settings file, e.g. Pulumi.dev.yaml")

@@ -94,8 +94,7 @@ def _host_scripts(
 
 def _stop_for_good(unit: str) -> str:
     return (
-        f"systemctl disable --now {q(unit)} 2>/dev/null || true\n"
-        f"systemctl reset-failed {q(unit)} 2>/dev/null || true\n"
+        f"systemctl disable --now {q(unit)} 2>/dev/null || true\nsystemctl reset-failed {q(unit)} 2>/dev/null || true\n"
     )
 
 
@@ -108,11 +107,12 @@ def run_as(user: str, script: str) -> str:
 
 # ---------------------------------------------------------------- preflight
 
+
 def preflight_scripts(host: HostPlan, plan: Plan) -> HostScripts:
     declared_ids = " ".join(str(node_id) for node_id, _ in host.numa_nodes)
     checks = [
         "problems=\n",
-        "fail() { problems=\"$problems\n  - $*\"; }\n",
+        'fail() { problems="$problems\n  - $*"; }\n',
         'if [ "$(stat -fc %T /sys/fs/cgroup)" != cgroup2fs ]; then\n'
         '  fail "cgroup v2 (unified hierarchy) is required; /sys/fs/cgroup is $(stat -fc %T /sys/fs/cgroup) (boot with systemd.unified_cgroup_hierarchy=1)"\n'
         "elif ! grep -qw cpuset /sys/fs/cgroup/cgroup.controllers; then\n"
@@ -136,7 +136,7 @@ def preflight_scripts(host: HostPlan, plan: Plan) -> HostScripts:
         cpulist = f"/sys/devices/system/node/node{node_id}/cpulist"
         checks.append(
             f"actual=$(cat {q(cpulist)} 2>/dev/null || echo missing)\n"
-            f'if [ "$actual" != {q(cpus.format())} ]; then fail "NUMA node {node_id} has cpus \'$actual\' on the host, the configuration declares \'{cpus.format()}\'"; fi\n'
+            f"if [ \"$actual\" != {q(cpus.format())} ]; then fail \"NUMA node {node_id} has cpus '$actual' on the host, the configuration declares '{cpus.format()}'\"; fi\n"
         )
     checks.append(
         f'if [ "$(cat /sys/devices/system/cpu/online)" != {q(host.online_cpus.format())} ]; then '
@@ -156,12 +156,13 @@ def preflight_scripts(host: HostPlan, plan: Plan) -> HostScripts:
 
 # ---------------------------------------------------------------- host services
 
+
 def _check_cpuset(cgroup: str, expected: str, what: str) -> str:
     """Fail unless the cgroup's effective cpuset is what was asked for."""
     path = f"/sys/fs/cgroup/{cgroup}/cpuset.{what}.effective"
     return (
-        f"if [ -e {q(path)} ] && [ \"$(cat {q(path)})\" != {q(expected)} ]; then\n"
-        f"  echo \"numa-kubelets: {cgroup} has {what} $(cat {q(path)}), expected {expected}\" >&2; exit 1\n"
+        f'if [ -e {q(path)} ] && [ "$(cat {q(path)})" != {q(expected)} ]; then\n'
+        f'  echo "numa-kubelets: {cgroup} has {what} $(cat {q(path)}), expected {expected}" >&2; exit 1\n'
         "fi\n"
     )
 
@@ -177,10 +178,13 @@ def host_services_scripts(host: HostPlan) -> HostScripts:
     remove_steps.append(f"forget {marker}\n")
     remove_steps.append("systemctl daemon-reload\n")
     title = f"keep system.slice, init.scope and user.slice on CPUs {host.system_cpus} of host {host.name}"
-    return _host_scripts(host, title, apply_steps, f"lift the CPU restriction of host services on {host.name}", remove_steps)
+    return _host_scripts(
+        host, title, apply_steps, f"lift the CPU restriction of host services on {host.name}", remove_steps
+    )
 
 
 # ---------------------------------------------------------------- NUMA slice
+
 
 def slice_scripts(host: HostPlan, kubelet: KubeletPlan) -> HostScripts:
     layout = kubelet.layout
@@ -204,6 +208,7 @@ def slice_scripts(host: HostPlan, kubelet: KubeletPlan) -> HostScripts:
 
 
 # ---------------------------------------------------------------- container runtime
+
 
 def _restart_if_pending(unit: str) -> str:
     return (
@@ -248,11 +253,12 @@ def _unmount_below(directory: str) -> str:
     """Unmount what containers left mounted under a directory, deepest first."""
     return (
         f"findmnt -rn -o TARGET | awk -v d={q(directory)} 'index($0, d \"/\") == 1' | sort -r | "
-        "while read -r target; do umount -l \"$target\" || true; done\n"
+        'while read -r target; do umount -l "$target" || true; done\n'
     )
 
 
 # ---------------------------------------------------------------- kubelet
+
 
 def kubelet_scripts(host: HostPlan, kubelet: KubeletPlan, plan: Plan) -> HostScripts:
     """Installs the kubelet's files; with a cluster, the bootstrap kubeconfig arrives on stdin."""

@@ -15,7 +15,9 @@ DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 DNS_NAME = re.compile(r"(?=.{1,253}$)[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*")
 UNIX_USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
 ABSOLUTE_PATH = re.compile(r"(/[A-Za-z0-9._+-]+)+")
-HOST_KEY = re.compile(r"(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)|sk-ssh-ed25519@openssh\.com) [A-Za-z0-9+/]+={0,3}")
+HOST_KEY = re.compile(
+    r"(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)|sk-ssh-ed25519@openssh\.com) [A-Za-z0-9+/]+={0,3}"
+)
 LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
 LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
 BOOTSTRAP_TOKEN = re.compile(r"[a-z0-9]{6}\.[a-z0-9]{16}")
@@ -25,9 +27,7 @@ IMAGE_REFERENCE = re.compile(
     r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?"
 )
 SERVER_URL = re.compile(r"https://([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?(/[A-Za-z0-9._~/-]*)?")
-PEM_CERTIFICATE = re.compile(
-    r"-----BEGIN CERTIFICATE-----\n([A-Za-z0-9+/=\n]+)\n-----END CERTIFICATE-----\n?"
-)
+PEM_CERTIFICATE = re.compile(r"-----BEGIN CERTIFICATE-----\n([A-Za-z0-9+/=\n]+)\n-----END CERTIFICATE-----\n?")
 DURATION = re.compile(r"([1-9][0-9]*)(s|m|h)")
 # Kubernetes reserves these label prefixes; the NodeRestriction admission plugin only lets a
 # kubelet set labels under them from this allow-list.
@@ -73,9 +73,7 @@ def check_unix_user(value: str) -> str:
 
 def check_absolute_path(value: str) -> str:
     if not ABSOLUTE_PATH.fullmatch(value) or "/../" in value + "/" or "/./" in value + "/":
-        raise ValueError(
-            f"{value!r} is not a plain absolute path (letters, digits, '.', '_', '+', '-' between '/')"
-        )
+        raise ValueError(f"{value!r} is not a plain absolute path (letters, digits, '.', '_', '+', '-' between '/')")
     return value
 
 

@@ -94,7 +94,12 @@ def test_kubelets_got_their_own_flags_config_and_credentials(deployment):
         assert config["systemReserved"]["cpu"] == "5"
         assert config["systemReserved"]["memory"].endswith("Ki") and int(config["systemReserved"]["memory"][:-2]) > 0
         assert record["cpus_allowed_list"] == ("1-3" if numa == 0 else "5-7")
-        assert view.sh(f"python3 -c \"import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:{healthz}/healthz').read().decode())\"") == "ok"
+        assert (
+            view.sh(
+                f"python3 -c \"import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:{healthz}/healthz').read().decode())\""
+            )
+            == "ok"
+        )
 
 
 def test_pod_volumes_reach_containerd_while_device_plugin_sockets_stay_private(deployment):
@@ -116,7 +121,9 @@ def test_pod_volumes_reach_containerd_while_device_plugin_sockets_stay_private(d
         other = view.main_pid("kubelet@numa1.service")
         assert view.sh(f"nsenter -t {other} -m ls -A /var/lib/kubelet/device-plugins") == ""
     finally:
-        view.sh(f"umount {volume}; rm -rf /var/lib/kubelet-numa0/pods/probe /var/lib/kubelet-numa0/device-plugins/kubelet.sock")
+        view.sh(
+            f"umount {volume}; rm -rf /var/lib/kubelet-numa0/pods/probe /var/lib/kubelet-numa0/device-plugins/kubelet.sock"
+        )
 
 
 def test_second_apply_runs_nothing_and_rerunning_every_script_restarts_nothing(deployment):
@@ -172,7 +179,7 @@ def test_an_interrupted_update_converges_on_the_next_run(deployment):
     probe = Engine(engine.runner)
     probe.state = dict(engine.state)
     # Die like a dropped SSH session: after the files are written, before the restart.
-    dying = "systemctl() { if [ \"$1\" = restart ]; then kill -9 $$; fi; command systemctl \"$@\"; }\n"
+    dying = 'systemctl() { if [ "$1" = restart ]; then kill -9 $$; fi; command systemctl "$@"; }\n'
     probe.runner = lambda script, stdin: view.host.run(dying + script, stdin=stdin, check=False)
     with pytest.raises(CommandFailed):
         probe.up(changed)

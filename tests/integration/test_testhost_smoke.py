@@ -33,8 +33,7 @@ def test_numa_nodes_have_the_origin_cpus(numa_host: TestHost) -> None:
 
 def test_memory_is_split_over_both_nodes(numa_host: TestHost) -> None:
     sizes = numa_host.run(
-        "for node in /sys/devices/system/node/node[0-9]*; do "
-        "awk '/MemTotal/ {print $4}' \"$node/meminfo\"; done"
+        "for node in /sys/devices/system/node/node[0-9]*; do awk '/MemTotal/ {print $4}' \"$node/meminfo\"; done"
     ).stdout.split()
     assert len(sizes) == 2 and all(int(kib) > 700 * 1024 for kib in sizes)
 

@@ -51,7 +51,9 @@ class RecordingMocks(pulumi.runtime.Mocks):
         self.resources: list[RegisteredResource] = []
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
-        self.resources.append(RegisteredResource(args.typ, args.name, unwrap_secrets(dict(args.inputs)), dict(args.inputs)))
+        self.resources.append(
+            RegisteredResource(args.typ, args.name, unwrap_secrets(dict(args.inputs)), dict(args.inputs))
+        )
         return f"{args.name}-id", dict(args.inputs)
 
     def call(self, args: pulumi.runtime.MockCallArgs):
@@ -144,4 +146,3 @@ def run_program(stack_config: dict[str, Any], preview: bool = False) -> ProgramR
     }
     assert not secret_outputs, f"plain outputs expected, secret: {secret_outputs}"
     return ProgramRun(mocks.resources, monitor.requests, outputs)
-

@@ -103,6 +103,7 @@ def node_names(config: dict) -> list[str]:
 
 # ---------------------------------------------------------------- resources
 
+
 def test_one_demo_placement_with_its_pod_per_kubelet(monkeypatch, demo_config):
     result = run(monkeypatch, demo_config)
     expected = [f"numa-demo-{node}" for node in node_names(demo_config)]
@@ -188,6 +189,7 @@ def test_a_probe_per_pod_on_the_intended_kubelets_host(monkeypatch, demo_config)
 
 
 # ---------------------------------------------------------------- outputs and verdicts
+
 
 def test_placement_outputs_when_every_pod_is_in_place(monkeypatch, demo_config):
     result = run(monkeypatch, demo_config)

@@ -125,7 +125,12 @@ def test_four_numa_nodes_on_two_hosts(cluster_config):
 
 def test_no_secret_in_command_strings_or_outputs(cluster_config):
     run = run_program(cluster_config)
-    secrets = (BOOTSTRAP_TOKEN, BOOTSTRAP_TOKEN.split(".")[1], "c2VjcmV0LWtleS1tYXRlcmlhbA", "kubeconfig-secret-0123456789")
+    secrets = (
+        BOOTSTRAP_TOKEN,
+        BOOTSTRAP_TOKEN.split(".")[1],
+        "c2VjcmV0LWtleS1tYXRlcmlhbA",
+        "kubeconfig-secret-0123456789",
+    )
     for command in run.commands():
         for field in ("create", "update", "delete"):
             text = command.inputs.get(field, "")
@@ -138,7 +143,9 @@ def test_no_secret_in_command_strings_or_outputs(cluster_config):
 
 
 def test_host_key_is_pinned(cluster_config):
-    cluster_config["hosts"][0]["hostKey"] = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIK0example0key0material0000000000000000 root@numa-a"
+    cluster_config["hosts"][0]["hostKey"] = (
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIK0example0key0material0000000000000000 root@numa-a"
+    )
     run = run_program(cluster_config)
     connection = run.named("numa-a-preflight").inputs["connection"]
     assert connection["hostKey"] == "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIK0example0key0material0000000000000000"

@@ -25,24 +25,35 @@ from .topology import ORIGIN, Topology
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.testhost", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE_DIR,
-                        help="image cache and client key (default: %(default)s)")
-    parser.add_argument("--workdir", type=Path, default=None,
-                        help="state of the running VM (default: <cache dir>/run)")
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.testhost", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--cache-dir", type=Path, default=DEFAULT_CACHE_DIR, help="image cache and client key (default: %(default)s)"
+    )
+    parser.add_argument("--workdir", type=Path, default=None, help="state of the running VM (default: <cache dir>/run)")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("build", help="build the image unless the cached one is current")
     boot_parser = commands.add_parser("boot", help="boot a test host and leave it running")
-    boot_parser.add_argument("--nodes", type=Topology.parse, default=ORIGIN,
-                             help='CPUs per NUMA node, ";"-separated cpulists (default: "%(default)s")')
-    boot_parser.add_argument("--port", type=int, default=None,
-                             help="host port forwarded to the guest's sshd (default: a free one)")
-    boot_parser.add_argument("--memory", type=int, default=DEFAULT_MEMORY_MIB,
-                             help="MiB of guest memory, split evenly over the nodes (default: %(default)s)")
+    boot_parser.add_argument(
+        "--nodes",
+        type=Topology.parse,
+        default=ORIGIN,
+        help='CPUs per NUMA node, ";"-separated cpulists (default: "%(default)s")',
+    )
+    boot_parser.add_argument(
+        "--port", type=int, default=None, help="host port forwarded to the guest's sshd (default: a free one)"
+    )
+    boot_parser.add_argument(
+        "--memory",
+        type=int,
+        default=DEFAULT_MEMORY_MIB,
+        help="MiB of guest memory, split evenly over the nodes (default: %(default)s)",
+    )
     ssh_parser = commands.add_parser("ssh", help="ssh into the running test host")
-    ssh_parser.add_argument("remote_command", nargs=argparse.REMAINDER,
-                            help="command to run instead of a shell (after --)")
+    ssh_parser.add_argument(
+        "remote_command", nargs=argparse.REMAINDER, help="command to run instead of a shell (after --)"
+    )
     commands.add_parser("status", help="print the running test host's details")
     commands.add_parser("stop", help="stop the running test host")
     args = parser.parse_args(argv)
@@ -103,10 +114,10 @@ def _print_details(host: TestHost) -> None:
         "    - name: testhost\n"
         f"      address: {host.address}\n"
         f"      sshPort: {host.port}\n"
-        f"      hostKey: \"{host.host_key}\"\n"
+        f'      hostKey: "{host.host_key}"\n'
         "      numaNodes:\n"
         + "".join(
-            f"        - id: {node_id}\n          cpus: \"{cpulist}\"\n"
+            f'        - id: {node_id}\n          cpus: "{cpulist}"\n'
             for node_id, cpulist in enumerate(host.topology.cpulists())
         )
         + f"  numa-kubelets:sshPrivateKeyPath: {_relative(host.key_path)}"
@@ -128,11 +139,16 @@ def _exec_ssh(host: TestHost, remote_command: list[str]) -> None:
         remote_command = remote_command[1:]
     argv = [
         "ssh",
-        "-i", str(host.key_path),
-        "-p", str(host.port),
-        "-o", "IdentitiesOnly=yes",
-        "-o", "StrictHostKeyChecking=yes",
-        "-o", f"UserKnownHostsFile={known_hosts}",
+        "-i",
+        str(host.key_path),
+        "-p",
+        str(host.port),
+        "-o",
+        "IdentitiesOnly=yes",
+        "-o",
+        "StrictHostKeyChecking=yes",
+        "-o",
+        f"UserKnownHostsFile={known_hosts}",
         f"{host.user}@{host.address}",
     ]
     if remote_command:

@@ -32,9 +32,7 @@ def testhost_image() -> Image:
 
 
 @pytest.fixture(scope="session")
-def boot_testhost(
-    testhost_image: Image, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[BootTestHost]:
+def boot_testhost(testhost_image: Image, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BootTestHost]:
     """Factory: `boot_testhost(topology, memory_mib=2048)` -> a running TestHost, stopped at session end."""
     started: list[TestHost] = []
 

@@ -149,9 +149,7 @@ def _build(image_dir: Path, client_public_key: str) -> None:
 def _prepare_inputs(inputs: Path, client_public_key: str) -> str:
     """Files customize_rootfs.sh reads; returns the sshd host public key line."""
     inputs.mkdir()
-    host_key_line = write_ed25519_key_pair(
-        inputs / "ssh_host_ed25519_key", comment=f"root@{recipe.HOSTNAME}"
-    )
+    host_key_line = write_ed25519_key_pair(inputs / "ssh_host_ed25519_key", comment=f"root@{recipe.HOSTNAME}")
     (inputs / "authorized_keys").write_text(client_public_key + "\n")
     shutil.copyfile(KUBELET_STANDIN, inputs / "kubelet")
     (inputs / "hostname").write_text(recipe.HOSTNAME + "\n")
@@ -192,9 +190,7 @@ def _copy_boot_files(rootfs: Path, destination: Path) -> None:
 
 def _pack_root_disk(rootfs: Path, disk: Path, log_path: Path) -> None:
     """mkfs.ext4 -d copies the tree into a new file system: no loop mount needed."""
-    used_mib = sum(
-        entry.lstat().st_size for entry in rootfs.rglob("*") if not entry.is_symlink()
-    ) // (1024 * 1024)
+    used_mib = sum(entry.lstat().st_size for entry in rootfs.rglob("*") if not entry.is_symlink()) // (1024 * 1024)
     size_mib = used_mib + recipe.FREE_SPACE_MIB
     run_logged(
         ["mkfs.ext4", "-F", "-q", "-L", "testhost-root", "-d", str(rootfs), str(disk), f"{size_mib}M"],

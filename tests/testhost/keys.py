@@ -23,9 +23,7 @@ def write_ed25519_key_pair(private_path: Path, comment: str) -> str:
         serialization.NoEncryption(),
     )
     public_line = (
-        key.public_key()
-        .public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
-        .decode()
+        key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()
         + f" {comment}"
     )
     # Created with 600 from the start: ssh refuses group/world-readable keys.

@@ -141,7 +141,7 @@ USAGE = f"""{VERSION_LINE}
 
 Usage: kubelet --config=FILE --root-dir=DIR --hostname-override=NAME [flags]
 
-Accepted flags (--flag=value form only): {', '.join('--' + name for name in FLAG_ONLY)}
+Accepted flags (--flag=value form only): {", ".join("--" + name for name in FLAG_ONLY)}
 Everything else belongs in the KubeletConfiguration file given by --config.
 """
 
@@ -291,8 +291,17 @@ KIND = "KubeletConfiguration"
 # decodes the file strictly: an unknown field, or a number where a string
 # belongs, stops it.
 BOOL, INT, FLOAT, STR, DURATION, STR_LIST, INT_LIST, STR_MAP, BOOL_MAP, OBJECT, OBJECT_LIST = (
-    "bool", "int", "float", "string", "duration", "[]string", "[]int", "map[string]string",
-    "map[string]bool", "object", "[]object",
+    "bool",
+    "int",
+    "float",
+    "string",
+    "duration",
+    "[]string",
+    "[]int",
+    "map[string]string",
+    "map[string]bool",
+    "object",
+    "[]object",
 )
 FIELD_TYPES = {
     "enableServer": BOOL,
@@ -517,9 +526,7 @@ def validate_config(config: dict[str, Any]) -> list[str]:
             problems.append(f"{field}: {value!r} is not a {FIELD_TYPES[field]}")
     # Value checks only on well-typed fields, so each mistake is reported once.
     typed = {
-        field: value
-        for field, value in config.items()
-        if field in FIELD_TYPES and _has_type(value, FIELD_TYPES[field])
+        field: value for field, value in config.items() if field in FIELD_TYPES and _has_type(value, FIELD_TYPES[field])
     }
     for check in _VALUE_CHECKS:
         problems += check(typed)
@@ -583,7 +590,7 @@ def cgroup_root_problems(cgroup_root: Optional[str]) -> list[str]:
         return [
             f"cgroupRoot {cgroup_root!r}: the systemd driver appends .slice itself "
             f"({cgroup_root!r} would become {cgroup_root.lstrip('/')}.slice); "
-            f"use {cgroup_root[:-len('.slice')]!r}"
+            f"use {cgroup_root[: -len('.slice')]!r}"
         ]
     if "-" in cgroup_root or "_" in cgroup_root:
         return [
@@ -612,7 +619,7 @@ def _check_endpoints(config: dict[str, Any]) -> list[str]:
 
 
 def socket_path_of(endpoint: str) -> str:
-    return endpoint[len("unix://"):]
+    return endpoint[len("unix://") :]
 
 
 def _check_paths(config: dict[str, Any]) -> list[str]:

@@ -40,11 +40,7 @@ class QemuProcess:
             return False
         if state == "Z":  # exited, waiting for a reaper that may never come
             return False
-        return (
-            bool(argv)
-            and os.path.basename(argv[0]).decode() == QEMU
-            and str(self.pidfile).encode() in argv
-        )
+        return bool(argv) and os.path.basename(argv[0]).decode() == QEMU and str(self.pidfile).encode() in argv
 
     def rss_mib(self) -> float:
         for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
@@ -91,22 +87,35 @@ def qemu_command(
 ) -> list[str]:
     return [
         QEMU,
-        "-name", "numa-kubelets-testhost",
+        "-name",
+        "numa-kubelets-testhost",
         # KVM exists on these machines but is unusable: plain TCG, multi-threaded.
-        "-accel", "tcg,thread=multi",
-        "-machine", "q35",
+        "-accel",
+        "tcg,thread=multi",
+        "-machine",
+        "q35",
         *qemu_topology_args(topology, memory_mib),
         "-nodefaults",
-        "-display", "none",
-        "-kernel", str(image.kernel),
-        "-initrd", str(image.initrd),
-        "-append", " ".join(recipe.KERNEL_CMDLINE),
-        "-drive", f"file={overlay},if=virtio,format=qcow2,cache=unsafe",
-        "-netdev", f"user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:{ssh_port}-:22",
-        "-device", "virtio-net-pci,netdev=n0",
-        "-device", "virtio-rng-pci",
-        "-serial", f"file:{serial_log}",
-        "-pidfile", str(pidfile),
+        "-display",
+        "none",
+        "-kernel",
+        str(image.kernel),
+        "-initrd",
+        str(image.initrd),
+        "-append",
+        " ".join(recipe.KERNEL_CMDLINE),
+        "-drive",
+        f"file={overlay},if=virtio,format=qcow2,cache=unsafe",
+        "-netdev",
+        f"user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:{ssh_port}-:22",
+        "-device",
+        "virtio-net-pci,netdev=n0",
+        "-device",
+        "virtio-rng-pci",
+        "-serial",
+        f"file:{serial_log}",
+        "-pidfile",
+        str(pidfile),
         "-daemonize",
     ]
 

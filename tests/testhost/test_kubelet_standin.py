@@ -185,12 +185,36 @@ def test_unknown_top_level_fields_are_refused():
 
 
 def test_every_documented_field_is_known():
-    for field in ("enableServer", "staticPodPath", "syncFrequency", "tlsCertFile", "authentication",
-                  "authorization", "clusterDNS", "cgroupsPerQOS", "cpuManagerPolicy", "memoryManagerPolicy",
-                  "topologyManagerPolicy", "podPidsLimit", "resolvConf", "imageServiceEndpoint", "kubeReserved",
-                  "enforceNodeAllocatable", "failSwapOn", "evictionHard", "reservedSystemCPUs", "systemCgroups",
-                  "kubeletCgroups", "registerNode", "registerWithTaints", "nodeStatusUpdateFrequency",
-                  "containerLogMaxSize", "volumePluginDir", "serializeImagePulls", "failCgroupV1"):
+    for field in (
+        "enableServer",
+        "staticPodPath",
+        "syncFrequency",
+        "tlsCertFile",
+        "authentication",
+        "authorization",
+        "clusterDNS",
+        "cgroupsPerQOS",
+        "cpuManagerPolicy",
+        "memoryManagerPolicy",
+        "topologyManagerPolicy",
+        "podPidsLimit",
+        "resolvConf",
+        "imageServiceEndpoint",
+        "kubeReserved",
+        "enforceNodeAllocatable",
+        "failSwapOn",
+        "evictionHard",
+        "reservedSystemCPUs",
+        "systemCgroups",
+        "kubeletCgroups",
+        "registerNode",
+        "registerWithTaints",
+        "nodeStatusUpdateFrequency",
+        "containerLogMaxSize",
+        "volumePluginDir",
+        "serializeImagePulls",
+        "failCgroupV1",
+    ):
         assert field in standin.FIELD_TYPES
 
 

@@ -38,12 +38,18 @@ def test_invalid_topologies(text, message):
 def test_origin_is_two_sockets_of_four_cores():
     args = qemu_topology_args(ORIGIN, 2048)
     assert args == [
-        "-smp", "8,sockets=2,cores=4,threads=1",
-        "-m", "2048M",
-        "-object", "memory-backend-ram,size=1024M,id=mem0",
-        "-numa", "node,nodeid=0,cpus=0-3,memdev=mem0",
-        "-object", "memory-backend-ram,size=1024M,id=mem1",
-        "-numa", "node,nodeid=1,cpus=4-7,memdev=mem1",
+        "-smp",
+        "8,sockets=2,cores=4,threads=1",
+        "-m",
+        "2048M",
+        "-object",
+        "memory-backend-ram,size=1024M,id=mem0",
+        "-numa",
+        "node,nodeid=0,cpus=0-3,memdev=mem0",
+        "-object",
+        "memory-backend-ram,size=1024M,id=mem1",
+        "-numa",
+        "node,nodeid=1,cpus=4-7,memdev=mem1",
     ]
 
 

@@ -30,10 +30,7 @@ def require_tools(*names: str) -> None:
     missing = [name for name in names if shutil.which(name) is None]
     if missing:
         packages = sorted({DEBIAN_PACKAGE_OF.get(name, name) for name in missing})
-        raise TestHostError(
-            f"missing host tools {', '.join(missing)}: "
-            f"apt-get install -y {' '.join(packages)}"
-        )
+        raise TestHostError(f"missing host tools {', '.join(missing)}: apt-get install -y {' '.join(packages)}")
 
 
 def require_root(purpose: str) -> None:
@@ -54,11 +51,8 @@ def run_logged(argv: Sequence[str], log_path: Path, **kwargs) -> None:
     with open(log_path, "ab") as log:
         log.write(f"$ {shlex.join(argv)}\n".encode())
         log.flush()
-        result = subprocess.run(
-            list(argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, **kwargs
-        )
+        result = subprocess.run(list(argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, **kwargs)
     if result.returncode != 0:
         raise TestHostError(
-            f"{shlex.join(argv)} exited with {result.returncode}; "
-            f"last lines of {log_path}:\n{tail(log_path)}"
+            f"{shlex.join(argv)} exited with {result.returncode}; last lines of {log_path}:\n{tail(log_path)}"
         )

@@ -98,8 +98,10 @@ def qemu_topology_args(topology: Topology, memory_mib: int) -> list[str]:
     if per_node_mib < 128:
         raise ValueError(f"{memory_mib} MiB is too little for {len(topology.nodes)} NUMA nodes")
     args = [
-        "-smp", _smp_option(topology),
-        "-m", f"{per_node_mib * len(topology.nodes)}M",
+        "-smp",
+        _smp_option(topology),
+        "-m",
+        f"{per_node_mib * len(topology.nodes)}M",
     ]
     for node_id, cpus in enumerate(topology.nodes):
         args += ["-object", f"memory-backend-ram,size={per_node_mib}M,id=mem{node_id}"]
@@ -122,9 +124,6 @@ def _smp_option(topology: Topology) -> str:
     count = topology.cpu_count
     cpu_nodes = [cpus for cpus in topology.nodes if cpus]
     size = len(cpu_nodes[0])
-    socket_shaped = all(
-        cpus == tuple(range(index * size, (index + 1) * size))
-        for index, cpus in enumerate(cpu_nodes)
-    )
+    socket_shaped = all(cpus == tuple(range(index * size, (index + 1) * size)) for index, cpus in enumerate(cpu_nodes))
     sockets = len(cpu_nodes) if socket_shaped else count
     return f"{count},sockets={sockets},cores={count // sockets},threads=1"

@@ -53,6 +53,7 @@ def origin():
 
 # ---------------------------------------------------------------- pods and manifests
 
+
 def test_one_pod_per_kubelet_selected_by_its_labels(origin):
     plan, red, blue = origin
     assert (red.name, red.kubelet.node_name) == ("numa-demo-numa-a-numa0", "numa-a-numa0")
@@ -120,6 +121,7 @@ def test_schema_validation_catches_a_typo():
 
 
 # ---------------------------------------------------------------- validation
+
 
 def two_hosts(a_kubelets, b_kubelets):
     hosts = [
@@ -193,6 +195,7 @@ def test_a_node_name_too_long_for_a_label_value_is_refused():
 
 
 # ---------------------------------------------------------------- verdict
+
 
 def reading(cpus, mems, container="3f2a9c0d1e4b5a6978c0d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a6b7c8d9e0f1a2", pid=4242):
     return f"container={container} pid={pid} cpus={cpus} mems={mems}\n"
@@ -304,6 +307,7 @@ def test_probe_output_parsing_skips_blank_lines():
 
 # ---------------------------------------------------------------- the probe script
 
+
 @pytest.fixture
 def probe_setup(tmp_path):
     """The probe of numa-a-numa0 with a `ctr` stand-in beside containerd (the only stand-in: /proc is real)."""
@@ -325,7 +329,7 @@ def fake_ctr(directory: Path, *, filter_text: str, tasks: str, fail: bool = Fals
         "shift 4\n"
         'case "$1 $2" in\n'
         f'  "containers ls") [ "$3 $4" = {shlex.quote("-q " + filter_text)} ] && echo running1 && echo stopped1;;\n'
-        f"  \"tasks ls\") printf %s {shlex.quote(tasks)};;\n"
+        f'  "tasks ls") printf %s {shlex.quote(tasks)};;\n'
         "  *) exit 3;;\n"
         "esac\n"
     )

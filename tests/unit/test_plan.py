@@ -94,8 +94,15 @@ def test_reserved_cpus_are_the_online_cpus_outside_the_kubelet():
 def test_explicit_ports_node_name_cpus_and_max_pods_are_respected():
     kubelets = [
         {"numaNode": 0},
-        {"numaNode": 1, "nodeName": "blue.numa-a", "cpus": "4-6", "port": 11250, "healthzPort": 11248,
-         "readOnlyPort": 11255, "maxPods": 1},
+        {
+            "numaNode": 1,
+            "nodeName": "blue.numa-a",
+            "cpus": "4-6",
+            "port": 11250,
+            "healthzPort": 11248,
+            "readOnlyPort": 11255,
+            "maxPods": 1,
+        },
     ]
     numa0, numa1 = plan_of(origin_config(hosts=[origin_host(kubelets=kubelets)])).kubelets
     assert (numa1.node_name, numa1.cpus, numa1.max_pods) == ("blue.numa-a", cpus("4-6"), 1)

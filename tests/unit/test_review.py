@@ -42,6 +42,7 @@ def example_document() -> dict:
 
 # ---------------------------------------------------------------- determinism and diffs
 
+
 def test_dev_render_is_byte_identical_across_runs(tmp_path):
     assert render(DEV_STACK, tmp_path / "a") == 0
     assert render(DEV_STACK, tmp_path / "b") == 0
@@ -95,6 +96,7 @@ def test_one_port_change_changes_only_that_kubelets_files(tmp_path):
 
 # ---------------------------------------------------------------- secrets
 
+
 def secret_stack(tmp_path: Path, *, plaintext_token: bool) -> Path:
     document = example_document()
     config = document["config"]
@@ -137,6 +139,7 @@ def test_a_secret_set_outside_the_file_can_be_assumed(tmp_path, capsys):
 
 # ---------------------------------------------------------------- the stack file
 
+
 def test_stack_file_keys_and_namespaces():
     document = {
         "config": {
@@ -176,6 +179,7 @@ def test_unreadable_stack_file_exits_nonzero(tmp_path, capsys):
 
 # ---------------------------------------------------------------- the output directory
 
+
 def test_stale_files_are_removed(tmp_path):
     document = example_document()
     config = document["config"]
@@ -211,6 +215,7 @@ def test_refuses_a_directory_it_does_not_own(tmp_path, capsys):
 
 
 # ---------------------------------------------------------------- the same scripts as the program
+
 
 def _program_commands(stack_config: dict, preview: bool = False) -> dict:
     from tests.program.harness import run_program
@@ -267,6 +272,7 @@ def test_cluster_scripts_and_stdin_are_what_the_program_sends():
 
 
 # ---------------------------------------------------------------- the pull-request workflow
+
 
 def test_pull_request_workflow_is_well_formed():
     workflow = yaml.safe_load(WORKFLOW.read_text())

@@ -4,7 +4,13 @@ import pytest
 import yaml
 
 from numa_kubelets.cpulist import CpuSet
-from numa_kubelets.topology import READ_TOPOLOGY_SCRIPT, TopologyError, parse_topology, stack_snippet, suggested_system_cpus
+from numa_kubelets.topology import (
+    READ_TOPOLOGY_SCRIPT,
+    TopologyError,
+    parse_topology,
+    stack_snippet,
+    suggested_system_cpus,
+)
 
 SMT_HOST = """\
 node 0 0-3,8-11
@@ -43,7 +49,9 @@ def test_offline_cpus_are_called_out():
     assert yaml.safe_load(snippet)["systemCpus"] == "0"
 
 
-@pytest.mark.parametrize("readings", ["", "node 0 0-3\n", "online 0-3\n", "node x 0-3\nonline 0\n", "node 0 3-1\nonline 0\n", "cpu 0\n"])
+@pytest.mark.parametrize(
+    "readings", ["", "node 0 0-3\n", "online 0-3\n", "node x 0-3\nonline 0\n", "node 0 3-1\nonline 0\n", "cpu 0\n"]
+)
 def test_rejects_unexpected_readings(readings):
     with pytest.raises(TopologyError):
         parse_topology(readings)
