@@ -157,7 +157,7 @@ def _evaluate(stack_config: dict[str, Any], program, profile: str | None = None,
 def _tree(mocks, monitor) -> list[dict[str, Any]]:
     """Every registered resource in registration order: type, name, parent (type, name)."""
     parents = {}
-    for urn, request in monitor.requests.items():
+    for _urn, request in monitor.requests.items():
         parent = request.parent.split("::")[-2:] if request.parent else None
         if parent is not None:
             parent = [parent[0].rsplit("$", 1)[-1], parent[1]]
@@ -229,7 +229,7 @@ def child(args: argparse.Namespace) -> None:
     import pulumi_command  # noqa: F401
     import pulumi_kubernetes  # noqa: F401
 
-    import components.host  # noqa: F401
+    import components.host
     import components.stack_config  # noqa: F401
     import numa_kubelets.outputs  # noqa: F401
 

@@ -258,7 +258,7 @@ def host_problems(host: HostSpec, path: str) -> list[Problem]:
             problems.append(Problem(f"{path}.systemCpus", "must name at least one CPU for the host's own services"))
 
     if host.kubelets is None:
-        for index, node in enumerate(host.numa_nodes):
+        for node in host.numa_nodes:
             if node.cpus and not node.cpus - system_cpus:
                 problems.append(
                     Problem(

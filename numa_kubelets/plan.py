@@ -329,7 +329,7 @@ def fleet_problems(config: StackConfig, hosts: tuple[HostPlan, ...]) -> list[Pro
             )
         endpoints.setdefault(endpoint, host_index)
 
-        taken: dict[int, str] = {port: name for port, name in RESERVED_PORTS.items()}
+        taken: dict[int, str] = dict(RESERVED_PORTS.items())
         taken[host.ssh_port] = "sshd"
         for kubelet in host.kubelets:
             path = kubelet_config_path(config, host_index, kubelet.numa_node)

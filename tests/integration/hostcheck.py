@@ -34,7 +34,7 @@ class HostView:
 
     def process_status(self, pid: int | str) -> dict[str, str]:
         status = self.sh(f"grep -E '^(Cpus|Mems)_allowed_list' /proc/{int(pid)}/status")
-        return dict((k, v.strip()) for k, v in (line.split(":", 1) for line in status.splitlines()))
+        return {k: v.strip() for k, v in (line.split(":", 1) for line in status.splitlines())}
 
     def main_pid(self, unit: str) -> int:
         return int(self.unit(unit, "MainPID")["MainPID"])

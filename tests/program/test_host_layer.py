@@ -2,8 +2,8 @@
 
 import re
 
-import pytest
 import pulumi
+import pytest
 
 from tests.program.conftest import BOOTSTRAP_TOKEN
 from tests.program.harness import is_secret_envelope, run_program

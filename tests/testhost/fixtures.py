@@ -13,8 +13,8 @@ it is never skipped.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator, Optional
 
 import pytest
 
@@ -36,7 +36,7 @@ def boot_testhost(testhost_image: Image, tmp_path_factory: pytest.TempPathFactor
     """Factory: `boot_testhost(topology, memory_mib=2048)` -> a running TestHost, stopped at session end."""
     started: list[TestHost] = []
 
-    def boot_one(topology: TopologyLike = ORIGIN, memory_mib: Optional[int] = None) -> TestHost:
+    def boot_one(topology: TopologyLike = ORIGIN, memory_mib: int | None = None) -> TestHost:
         workdir: Path = tmp_path_factory.mktemp("testhost")
         options = {"memory_mib": memory_mib} if memory_mib else {}
         host = boot(topology, workdir, image=testhost_image, **options)

@@ -8,7 +8,6 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
 
 from .image import DEFAULT_CACHE_DIR, Image, ensure_image
 from .qemu import (
@@ -58,7 +57,7 @@ class TestHost:
         script: str,
         stdin: StdinData = None,
         check: bool = True,
-        timeout: Optional[float] = 600.0,
+        timeout: float | None = 600.0,
     ) -> RunResult:
         """Run `script` with `bash -c` as root; `timeout` is the longest silence tolerated."""
         return self._ssh.run(script, stdin=stdin, check=check, timeout=timeout)
@@ -78,7 +77,7 @@ class TestHost:
         self.disconnect()
         self.qemu.stop()
 
-    def __enter__(self) -> "TestHost":
+    def __enter__(self) -> TestHost:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -103,7 +102,7 @@ class TestHost:
         return path
 
     @classmethod
-    def from_state(cls, workdir: Path) -> "TestHost":
+    def from_state(cls, workdir: Path) -> TestHost:
         state = json.loads((Path(workdir) / STATE_FILE).read_text())
         return cls(
             address=state["address"],
@@ -122,10 +121,10 @@ class TestHost:
 def boot(
     topology: TopologyLike = ORIGIN,
     workdir: Path | str = DEFAULT_CACHE_DIR / "run",
-    ssh_port: Optional[int] = None,
+    ssh_port: int | None = None,
     *,
-    image: Optional[Image] = None,
-    cache_dir: Optional[Path] = None,
+    image: Image | None = None,
+    cache_dir: Path | None = None,
     memory_mib: int = DEFAULT_MEMORY_MIB,
     timeout: float = DEFAULT_BOOT_TIMEOUT,
 ) -> TestHost:

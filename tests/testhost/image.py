@@ -19,10 +19,10 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from . import recipe
 from .keys import public_key_line, write_ed25519_key_pair
@@ -54,7 +54,7 @@ class Image:
     build_seconds: float
 
     @classmethod
-    def load(cls, directory: Path, key_path: Path) -> "Image":
+    def load(cls, directory: Path, key_path: Path) -> Image:
         manifest = json.loads((directory / MANIFEST_NAME).read_text())
         return cls(
             directory=directory,

@@ -35,8 +35,9 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Optional
+from typing import Any
 
 import yaml
 
@@ -582,7 +583,7 @@ def _check_cgroups(config: dict[str, Any]) -> list[str]:
     return problems
 
 
-def cgroup_root_problems(cgroup_root: Optional[str]) -> list[str]:
+def cgroup_root_problems(cgroup_root: str | None) -> list[str]:
     """cgroupRoot as the systemd driver converts it: "/numa0" -> numa0.slice."""
     if not cgroup_root:
         return ["cgroupRoot is required: the slice the pods of this kubelet go to, e.g. /numa0"]
@@ -714,7 +715,7 @@ _VALUE_CHECKS: tuple[Callable[[dict[str, Any]], list[str]], ...] = (
 # --------------------------------------------------------------------------
 
 
-def own_cgroup(proc_self_cgroup: str) -> Optional[str]:
+def own_cgroup(proc_self_cgroup: str) -> str | None:
     """The unified (cgroup v2) path from /proc/self/cgroup, None on cgroup v1."""
     lines = [line for line in proc_self_cgroup.splitlines() if line.strip()]
     if len(lines) == 1 and lines[0].startswith("0::"):
@@ -761,7 +762,7 @@ def _unescape_mountinfo(field: str) -> str:
     return re.sub(r"\\([0-7]{3})", lambda match: chr(int(match.group(1), 8)), field)
 
 
-def mount_at(mounts: list[dict[str, str]], path: str) -> Optional[dict[str, str]]:
+def mount_at(mounts: list[dict[str, str]], path: str) -> dict[str, str] | None:
     """The mount visible at `path` (the last one stacked there), if `path` is a mount point."""
     found = [mount for mount in mounts if mount["mount_point"] == path]
     return found[-1] if found else None
@@ -793,7 +794,7 @@ def device_plugins_problems(
     return []
 
 
-def status_field(proc_self_status: str, name: str) -> Optional[str]:
+def status_field(proc_self_status: str, name: str) -> str | None:
     for line in proc_self_status.splitlines():
         key, _, value = line.partition(":")
         if key == name:
@@ -824,7 +825,7 @@ def read_text(path: str) -> str:
         return handle.read()
 
 
-def wait_for_runtime(socket_path: str, timeout: float) -> Optional[str]:
+def wait_for_runtime(socket_path: str, timeout: float) -> str | None:
     """Wait until the runtime's socket accepts connections; None when it does, else why not."""
     deadline = time.monotonic() + timeout
     reason = "does not exist"
@@ -844,7 +845,7 @@ def wait_for_runtime(socket_path: str, timeout: float) -> Optional[str]:
 
 
 class _Handler(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 (http.server naming)
+    def do_GET(self) -> None:
         body = b"ok" if self.path == "/healthz" else b"numa-kubelets kubelet stand-in\n"
         self.send_response(200)
         self.send_header("Content-Type", "text/plain")

@@ -28,7 +28,7 @@ class QemuProcess:
     pidfile: Path
 
     @classmethod
-    def from_pidfile(cls, pidfile: Path) -> "QemuProcess":
+    def from_pidfile(cls, pidfile: Path) -> QemuProcess:
         return cls(int(pidfile.read_text().strip()), pidfile)
 
     def is_running(self) -> bool:

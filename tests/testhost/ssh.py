@@ -7,13 +7,12 @@ import shlex
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Union
 
 import paramiko
 
 from .tools import TestHostError
 
-StdinData = Union[str, bytes, None]
+StdinData = str | bytes | None
 
 
 @dataclass(frozen=True)
@@ -51,7 +50,7 @@ class SshSession:
         self.key_path = Path(key_path)
         self.host_key = host_key
         self.connect_timeout = connect_timeout
-        self._client: Optional[paramiko.SSHClient] = None
+        self._client: paramiko.SSHClient | None = None
         self._lock = threading.Lock()
 
     def run(
@@ -59,7 +58,7 @@ class SshSession:
         script: str,
         stdin: StdinData = None,
         check: bool = True,
-        timeout: Optional[float] = 600.0,
+        timeout: float | None = 600.0,
     ) -> RunResult:
         """Run `script` with bash on the host, feeding it `stdin`; raise on non-zero if `check`."""
         channel = self._transport().open_session(timeout=self.connect_timeout)

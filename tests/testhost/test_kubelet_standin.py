@@ -41,8 +41,8 @@ def config_with(**changes):
 
 def test_flag_only_flags_are_accepted():
     flags = standin.parse_flags(
-        VALID_FLAGS
-        + [
+        [
+            *VALID_FLAGS,
             "--kubeconfig=/var/lib/kubelet-numa0/kubeconfig",
             "--bootstrap-kubeconfig=/etc/numa-kubelets/numa0/bootstrap-kubeconfig",
             "--cert-dir=/var/lib/kubelet-numa0/pki",
@@ -65,7 +65,7 @@ def test_flag_only_flags_are_accepted():
 )
 def test_removed_flags_are_refused(flag, message):
     with pytest.raises(standin.StandinError) as error:
-        standin.parse_flags(VALID_FLAGS + [flag])
+        standin.parse_flags([*VALID_FLAGS, flag])
     assert error.value.problems == [message]
 
 
@@ -85,7 +85,7 @@ def test_removed_flags_are_refused(flag, message):
 )
 def test_deprecated_flags_point_to_the_config_field(flag, field):
     with pytest.raises(standin.StandinError) as error:
-        standin.parse_flags(VALID_FLAGS + [flag])
+        standin.parse_flags([*VALID_FLAGS, flag])
     assert error.value.problems == [
         f"{flag.split('=')[0]} is deprecated: set '{field}' in the KubeletConfiguration file (--config) instead"
     ]
@@ -93,7 +93,7 @@ def test_deprecated_flags_point_to_the_config_field(flag, field):
 
 def test_unknown_flags_and_positional_arguments_are_refused():
     with pytest.raises(standin.StandinError) as error:
-        standin.parse_flags(VALID_FLAGS + ["--frobnicate=1", "stray"])
+        standin.parse_flags([*VALID_FLAGS, "--frobnicate=1", "stray"])
     assert error.value.problems == [
         "unknown flag: --frobnicate",
         "unexpected argument 'stray': the kubelet takes no positional arguments",
@@ -118,7 +118,7 @@ def test_required_flags_are_all_reported():
 
 def test_duplicate_flags_are_refused():
     with pytest.raises(standin.StandinError) as error:
-        standin.parse_flags(VALID_FLAGS + ["--root-dir=/var/lib/other"])
+        standin.parse_flags([*VALID_FLAGS, "--root-dir=/var/lib/other"])
     assert error.value.problems == ["--root-dir given more than once"]
 
 

@@ -6,8 +6,8 @@ import os
 import shlex
 import shutil
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 # Debian package that provides each host tool, so a failure says what to install.
 DEBIAN_PACKAGE_OF = {

@@ -7,8 +7,8 @@ and may have no CPU at all (memory-only nodes), as real machines do.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence, Union
 
 
 def parse_cpulist(text: str) -> tuple[int, ...]:
@@ -49,7 +49,7 @@ class Topology:
 
     def __post_init__(self) -> None:
         seen: set[int] = set()
-        for node_id, cpus in enumerate(self.nodes):
+        for _node_id, cpus in enumerate(self.nodes):
             overlap = seen.intersection(cpus)
             if overlap:
                 raise ValueError(f"CPUs {format_cpulist(overlap)} are on more than one NUMA node")
@@ -62,12 +62,12 @@ class Topology:
             raise ValueError(f"CPUs {format_cpulist(missing)} are on no NUMA node")
 
     @classmethod
-    def parse(cls, text: str) -> "Topology":
+    def parse(cls, text: str) -> Topology:
         """`"0-3;4-7"`: one kernel cpulist per NUMA node, separated by ';'."""
         return cls(tuple(parse_cpulist(part) for part in text.split(";")))
 
     @classmethod
-    def of(cls, value: "TopologyLike") -> "Topology":
+    def of(cls, value: TopologyLike) -> Topology:
         if isinstance(value, Topology):
             return value
         if isinstance(value, str):
@@ -86,7 +86,7 @@ class Topology:
         return ";".join(self.cpulists())
 
 
-TopologyLike = Union[Topology, str, Sequence[Sequence[int]]]
+TopologyLike = Topology | str | Sequence[Sequence[int]]
 
 # The origin experiment's machine: 2 sockets, CPUs 0-3 on node 0 and 4-7 on node 1.
 ORIGIN = Topology(((0, 1, 2, 3), (4, 5, 6, 7)))

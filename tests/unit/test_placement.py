@@ -55,7 +55,7 @@ def origin():
 
 
 def test_one_pod_per_kubelet_selected_by_its_labels(origin):
-    plan, red, blue = origin
+    _plan, red, blue = origin
     assert (red.name, red.kubelet.node_name) == ("numa-demo-numa-a-numa0", "numa-a-numa0")
     assert red.selector == {"numa-type": "red"}
     assert (blue.name, blue.selector) == ("numa-demo-numa-a-numa1", {"numa-type": "blue"})

@@ -173,7 +173,9 @@ def host_topologies(draw, name: str, address: str) -> dict[str, Any]:
     cpu_pool = draw(st.lists(st.integers(0, 255), min_size=size, max_size=size, unique=True))
     # Every node gets a CPU, node 0 a second one, the rest go to any node.
     owners = [*range(node_count), 0] + [draw(st.integers(0, node_count - 1)) for _ in range(size - node_count - 1)]
-    node_cpus = [CpuSet(cpu for cpu, owner in zip(cpu_pool, owners) if owner == node) for node in range(node_count)]
+    node_cpus = [
+        CpuSet(cpu for cpu, owner in zip(cpu_pool, owners, strict=True) if owner == node) for node in range(node_count)
+    ]
     nodes = [{"id": ids[node], "cpus": node_cpus[node].format()} for node in range(node_count)]
     if draw(st.booleans()):
         nodes.append({"id": ids[node_count], "cpus": ""})
@@ -202,7 +204,7 @@ def node_cpu_sets(raw_host: dict[str, Any]) -> dict[int, CpuSet]:
 @given(fleets())
 def test_default_kubelets_partition_each_node_apart_from_system_cpus(raw):
     plan = plan_of(raw)
-    for raw_host, host in zip(raw["hosts"], plan.hosts):
+    for raw_host, host in zip(raw["hosts"], plan.hosts, strict=True):
         nodes = node_cpu_sets(raw_host)
         assert sorted(k.numa_node for k in host.kubelets) == sorted(i for i, c in nodes.items() if c)
         claimed = CpuSet()

@@ -152,7 +152,7 @@ def test_stack_file_keys_and_namespaces():
     values = review.stack_values(document).values
     assert set(values) == {"hosts", "kubeletPath"}  # unnamespaced keys are the project's
     assert values["hosts"].startswith("[{")  # objects reach the program as JSON, as from the CLI
-    config, plan = review.plan_from_stack(document)
+    _config, plan = review.plan_from_stack(document)
     assert plan.kubelet_path == "/opt/bin/kubelet"
 
 
