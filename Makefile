@@ -1,7 +1,15 @@
-# Developer shortcuts; CI runs .ci/run.
+# Developer shortcuts; CI runs .ci/run (which runs `make check` and the README's test command).
 PYTHON ?= .venv/bin/python
+BIN := $(dir $(PYTHON))
 
-.PHONY: test testhost testhost-stop
+.PHONY: check test testhost testhost-stop
+
+# Code health: lint, formatting, types, workflow lint. Any finding fails.
+check:
+	$(BIN)ruff check .
+	$(BIN)ruff format --check .
+	$(BIN)mypy
+	$(BIN)actionlint .github/workflows/*.yml
 
 test:
 	$(PYTHON) -m pytest

@@ -20,7 +20,7 @@ class KubeletInstance(pulumi.ComponentResource):
             parent=self,
             depends_on=args.after,
         )
-        stdin = None
+        stdin: pulumi.Output[str] | None = None
         if plan.cluster is not None:
             if args.bootstrap_token is None:
                 raise ValueError("a cluster needs the bootstrap token")  # the config model rules this out

@@ -229,8 +229,9 @@ class Plan:
 
 def kubelet_specs(host: HostSpec) -> list[tuple[int | None, KubeletSpec]]:
     """The host's kubelets ordered by NUMA id, with their position in the config (None: defaulted)."""
+    specs: list[tuple[int | None, KubeletSpec]]
     if host.kubelets is None:
-        specs = [(None, KubeletSpec(numaNode=node.id)) for node in host.numa_nodes if node.cpus]
+        specs = [(None, KubeletSpec.model_validate({"numaNode": node.id})) for node in host.numa_nodes if node.cpus]
     else:
         specs = list(enumerate(host.kubelets))
     return sorted(specs, key=lambda item: item[1].numa_node)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import yaml
 
@@ -41,7 +43,7 @@ HOST_SERVICE_UNITS = (
 )
 
 
-def _yaml(document: dict) -> str:
+def _yaml(document: Mapping[str, Any]) -> str:
     return yaml.safe_dump(document, sort_keys=False, default_flow_style=False)
 
 
@@ -50,7 +52,7 @@ def _yaml_of_json(document_json: str) -> str:
     return _yaml(json.loads(document_json))
 
 
-def _shared_yaml(document: dict) -> str:
+def _shared_yaml(document: Mapping[str, Any]) -> str:
     """For non-secret documents: a fleet repeats the same few, and PyYAML's writer is slow."""
     return _yaml_of_json(json.dumps(document))
 
