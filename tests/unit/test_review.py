@@ -299,7 +299,7 @@ def test_pull_request_workflow_is_well_formed():
     assert set(stacks) == set(preview_stacks) == {"dev", "example-cluster"}
     for stack in preview_stacks:
         assert (PROJECT_DIR / f"Pulumi.{stack}.yaml").is_file()
-    (pulumi_step,) = steps_using("preview", "pulumi/actions@v6")
+    (pulumi_step,) = steps_using("preview", "pulumi/actions@v7")
     assert pulumi_step["with"]["command"] == "preview"
     assert pulumi_step["with"]["diff"] is True
     assert pulumi_step["with"]["comment-on-pr"] is True
