@@ -25,6 +25,7 @@ wrote and this one does not, and `main`) is at the bottom:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import shlex
 import sys
@@ -47,6 +48,8 @@ _STAND_INS = {
     "sshPrivateKey": "stand-in for an encrypted SSH private key",
     "kubeconfig": "stand-in for an encrypted kubeconfig",
 }
+MANAGED_TOKEN_PLACEHOLDER = "<secret: bootstrap token the stack creates>"
+KUBE_DNS_PLACEHOLDER = "<clusterIP of kube-system/kube-dns>"
 MANIFEST = ".numa-kubelets-plan"
 SUMMARY = "summary.md"
 
@@ -139,6 +142,9 @@ def plan_from_stack(document: Any, assume_secrets: tuple[str, ...] = ()) -> tupl
     config = load_config(decode_pulumi_values(stack.values))
     plan = build_plan(config)
     placement.check_demo(config, plan)
+    if plan.cluster is not None and plan.cluster.dns is None:
+        # The program reads it from the cluster; a review has no cluster to ask.
+        plan = dataclasses.replace(plan, cluster=dataclasses.replace(plan.cluster, dns=KUBE_DNS_PLACEHOLDER))
     return config, plan
 
 
@@ -221,7 +227,7 @@ def host_commands(host: HostPlan, plan: Plan, demo_pods: tuple[placement.DemoPod
 def _bootstrap_kubeconfig(kubelet: KubeletPlan, plan: Plan) -> dict[str, Any]:
     if plan.cluster is None:
         return {}
-    content = scripts.bootstrap_kubeconfig_stdin(kubelet, plan, secret_placeholder("bootstrapToken"))
+    content = scripts.bootstrap_kubeconfig_stdin(kubelet, plan, bootstrap_token_placeholder(plan))
     path = kubelet.layout.bootstrap_kubeconfig
     return {"stdin": f"`{path}` (secret, 0600)", "stdin_file": HostFile(path, content, mode="0600")}
 
@@ -280,9 +286,15 @@ def _manifest_yaml(document: Mapping[str, Any]) -> str:
     return yaml.safe_dump(dict(document), sort_keys=False, default_flow_style=False)
 
 
+def bootstrap_token_placeholder(plan: Plan) -> str:
+    if plan.cluster is not None and plan.cluster.managed_bootstrap_token:
+        return MANAGED_TOKEN_PLACEHOLDER
+    return secret_placeholder("bootstrapToken")
+
+
 def summary(plan: Plan) -> str:
     if plan.cluster is not None:
-        target = f"joins the cluster at {plan.cluster.server} (bootstrap token: {secret_placeholder('bootstrapToken')})"
+        target = f"joins the cluster at {plan.cluster.server} (bootstrap token: {bootstrap_token_placeholder(plan)})"
     else:
         target = "standalone kubelets (no cluster)"
     lines = [

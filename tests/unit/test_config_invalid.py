@@ -441,12 +441,6 @@ CASES = [
         "bootstrapToken",
         "no cluster to join",
     ),
-    Invalid(
-        "cluster without bootstrapToken",
-        both(joining_cluster, removing("bootstrapToken")),
-        "bootstrapToken",
-        "required when cluster is set",
-    ),
     Invalid("demo without cluster", setting("demo.enabled", True), "demo.enabled", "need a cluster"),
     Invalid(
         "both SSH keys",

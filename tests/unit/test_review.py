@@ -128,9 +128,13 @@ def test_encrypted_values_count_as_present_but_unknown():
     assert values.values["bootstrapToken"] == "aaaaaa.aaaaaaaaaaaaaaaa"  # valid for validation, never written
 
 
-def test_a_secret_set_outside_the_file_can_be_assumed(tmp_path, capsys):
-    assert render(EXAMPLE_STACK, tmp_path / "without") == 1
-    assert "bootstrapToken: required when cluster is set" in capsys.readouterr().err
+def test_without_a_bootstrap_token_the_kubeconfigs_carry_the_managed_one(tmp_path):
+    assert render(EXAMPLE_STACK, tmp_path / "without") == 0
+    kubeconfig = tree(tmp_path / "without")["numa-a/files/etc/numa-kubelets/numa0/bootstrap-kubeconfig"]
+    assert review.MANAGED_TOKEN_PLACEHOLDER.encode() in kubeconfig
+
+
+def test_a_secret_set_outside_the_file_can_be_assumed(tmp_path):
     assert render(EXAMPLE_STACK, tmp_path / "with", "--assume-secret", "bootstrapToken") == 0
     files = tree(tmp_path / "with")
     assert "demo/pods/numa-demo-numa-a-numa0.yaml" in files
