@@ -7,14 +7,16 @@ Pure: manifests and verdicts from plain data. Talking to the API server is the s
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .plan import ClusterPlan, KubeletPlan, Taint
+from .plan import ClusterPlan, HostPlan, KubeletPlan, Plan, Taint
 
 BOOTSTRAP_TOKEN_SECRET_TYPE = "bootstrap.kubernetes.io/token"
 BOOTSTRAP_GROUP_PREFIX = "system:bootstrappers:numa-kubelets:"
@@ -120,12 +122,12 @@ class ClusterDnsUnknown(ValueError):
     pass
 
 
-def cluster_dns(cluster: ClusterPlan, kube_dns: Mapping[str, Any] | None) -> str:
-    """clusterDNS: `cluster.dns`, else the clusterIP of the kube-dns Service (`kube_dns`: its spec)."""
+def cluster_dns(cluster: ClusterPlan, kube_dns_cluster_ip: str | None) -> str:
+    """clusterDNS: `cluster.dns`, else the clusterIP of the kube-dns Service (None: no such Service)."""
     if cluster.dns is not None:
         return cluster.dns
-    cluster_ip = (kube_dns or {}).get("clusterIP")
-    if not cluster_ip or cluster_ip == "None":
+    cluster_ip = kube_dns_cluster_ip
+    if not cluster_ip or cluster_ip == "None":  # "None": a headless Service
         namespace, name = KUBE_DNS_SERVICE
         raise ClusterDnsUnknown(
             f"the cluster has no Service {namespace}/{name} with a clusterIP to use as the kubelets' clusterDNS; "
@@ -216,9 +218,17 @@ def node_readiness(node: Mapping[str, Any] | None, expected_labels: Mapping[str,
     return Readiness(ready.get("status") == "True", state)
 
 
-def journal_command(kubelet: KubeletPlan, ssh_target: str) -> str:
+def journal_command(host: HostPlan, kubelet: KubeletPlan) -> str:
     """What a user runs to see why a kubelet does not register."""
-    return f"ssh {ssh_target} journalctl -u {kubelet.layout.kubelet_unit} -n 100 --no-pager"
+    ssh = ["ssh", *(["-p", str(host.ssh_port)] if host.ssh_port != 22 else []), f"{host.user}@{host.address}"]
+    return shlex.join([*ssh, "journalctl", "-u", kubelet.layout.kubelet_unit, "-n", "100", "--no-pager"])
+
+
+def with_cluster_dns(plan: Plan, dns: str) -> Plan:
+    """The plan once the cluster said where its DNS service is."""
+    if plan.cluster is None:
+        raise ValueError("a plan without a cluster has no clusterDNS")
+    return dataclasses.replace(plan, cluster=dataclasses.replace(plan.cluster, dns=dns))
 
 
 def not_ready_message(node_name: str, readiness: Readiness, timeout_seconds: int, journal: str) -> str:
