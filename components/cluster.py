@@ -136,7 +136,7 @@ class ClusterNode(pulumi.ComponentResource):
         )
         self.labels = k8s.core.v1.NodePatch(
             kubelet.node_name,
-            metadata=cluster.node_label_patch(kubelet, pulumi.get_stack()),
+            metadata=k8s.meta.v1.ObjectMetaPatchArgs(**cluster.node_label_patch(kubelet, pulumi.get_stack())),
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[self.lifecycle]),
         )
         self.register_outputs({"nodeName": kubelet.node_name})

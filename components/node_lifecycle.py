@@ -149,11 +149,11 @@ class NodeOperations:
         metadata = pod["metadata"]
         if metadata.get("deletionTimestamp"):
             return None
-        eviction = {
-            "apiVersion": "policy/v1",
-            "kind": "Eviction",
-            "metadata": {"name": metadata["name"], "namespace": metadata["namespace"]},
-        }
+        eviction = kube_client.V1Eviction(
+            api_version="policy/v1",
+            kind="Eviction",
+            metadata=kube_client.V1ObjectMeta(name=metadata["name"], namespace=metadata["namespace"]),
+        )
         try:
             self.api.create_namespaced_pod_eviction(
                 metadata["name"], metadata["namespace"], eviction, _preload_content=False

@@ -19,6 +19,7 @@ from pydantic import (
     ConfigDict,
     Field,
     SecretStr,
+    StrictBool,
     StrictInt,
     StrictStr,
     TypeAdapter,
@@ -123,7 +124,7 @@ class ClusterSpec(StrictModel):
     server: Annotated[StrictStr, AfterValidator(v.check_server_url)]
     ca_cert: Annotated[StrictStr, AfterValidator(v.check_pem_certificate)] = Field(alias="caCert")
     serving_certificates: Literal["selfSigned", "bootstrap"] = Field(default="selfSigned", alias="servingCertificates")
-    remove_nodes: bool = Field(default=True, alias="removeNodes")
+    remove_nodes: StrictBool = Field(default=True, alias="removeNodes")
     drain_timeout: Duration = Field(default="5m", alias="drainTimeout")
     dns: Annotated[StrictStr, AfterValidator(v.check_ip_address)] | None = None
     domain: DnsName = "cluster.local"

@@ -132,6 +132,8 @@ def test_without_a_bootstrap_token_the_kubeconfigs_carry_the_managed_one(tmp_pat
     assert render(EXAMPLE_STACK, tmp_path / "without") == 0
     kubeconfig = tree(tmp_path / "without")["numa-a/files/etc/numa-kubelets/numa0/bootstrap-kubeconfig"]
     assert review.MANAGED_TOKEN_PLACEHOLDER.encode() in kubeconfig
+    kubelet_config = tree(tmp_path / "without")["numa-a/files/etc/numa-kubelets/numa0/kubelet-config.yaml"]
+    assert yaml.safe_load(kubelet_config)["clusterDNS"] == [review.KUBE_DNS_PLACEHOLDER]
 
 
 def test_a_secret_set_outside_the_file_can_be_assumed(tmp_path):
@@ -253,6 +255,8 @@ def test_dev_scripts_are_what_the_program_sends(tmp_path):
 
 def test_cluster_scripts_and_stdin_are_what_the_program_sends():
     document = example_document()
+    # The program reads clusterDNS from the cluster when it is not set; a review cannot.
+    document["config"]["numa-kubelets:cluster"]["dns"] = "10.96.0.10"
     config = {key.removeprefix("numa-kubelets:"): value for key, value in document["config"].items()}
     config["bootstrapToken"] = TOKEN
     program = _program_commands(config, preview=True)  # the demo's verdict needs a live cluster
