@@ -16,7 +16,7 @@ kubeconfig = secret_or_none(config.kubeconfig)
 provider = kubernetes_provider(kubeconfig) if plan.cluster is not None else None
 join = None
 if plan.cluster is not None and provider is not None:
-    join = ClusterJoin("cluster", plan.cluster, secret_or_none(config.bootstrap_token), provider)
+    join = ClusterJoin("cluster", plan.cluster, secret_or_none(config.bootstrap_token), provider, kubeconfig)
 
 hosts = [
     NumaHost(

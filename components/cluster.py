@@ -3,6 +3,7 @@ kubelet's Node (ClusterNode, one per kubelet). Manifests and decisions come from
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -13,6 +14,7 @@ import pulumi_random as random
 from numa_kubelets import cluster
 from numa_kubelets.plan import ClusterPlan, HostPlan, KubeletPlan, Plan
 
+from .cluster_preflight import ClusterPreflight
 from .host import NumaHost
 from .node_lifecycle import NodeLifecycle
 
@@ -34,15 +36,28 @@ class ClusterJoin(pulumi.ComponentResource):
         plan: ClusterPlan,
         configured_token: pulumi.Output[str] | None,
         provider: k8s.Provider,
+        kubeconfig: pulumi.Output[str] | None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("numa-kubelets:index:ClusterJoin", name, None, opts)
         stack = pulumi.get_stack()
         in_cluster = pulumi.ResourceOptions(parent=self, provider=provider)
-        if configured_token is not None:
-            self.bootstrap_token = configured_token
-        else:
-            self.bootstrap_token = self._managed_token(name, stack, in_cluster)
+        token = configured_token if configured_token is not None else self._managed_token(name, stack, in_cluster)
+        self.preflight = ClusterPreflight(
+            f"{name}-preflight",
+            {
+                "server": plan.server,
+                "caCert": plan.ca_cert,
+                "bootstrapToken": pulumi.Output.secret(token),
+                "kubeconfig": pulumi.Output.secret(kubeconfig) if kubeconfig is not None else None,
+                "stackRights": [dataclasses.asdict(right) for right in cluster.stack_rights(plan)],
+            },
+            pulumi.ResourceOptions(parent=self),
+        )
+        # Kubelets start joining only once the cluster side passed its preflight.
+        self.bootstrap_token = pulumi.Output.secret(
+            pulumi.Output.all(token, self.preflight.id).apply(lambda parts: str(parts[0]))
+        )
         self.cluster_dns: pulumi.Output[str] | None = None
         if plan.dns is None:
             namespace, service = cluster.KUBE_DNS_SERVICE

@@ -62,7 +62,7 @@ class NodeOperations:
         except ApiException as error:
             if error.status == NOT_FOUND:
                 return None
-            raise _failure(f"reading Node {name}", error) from None
+            raise api_failure(f"reading Node {name}", error) from None
 
     def pods_on(self, name: str) -> list[dict[str, Any]]:
         try:
@@ -70,7 +70,7 @@ class NodeOperations:
                 self.api.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={name}", _preload_content=False)
             )
         except ApiException as error:
-            raise _failure(f"listing the pods of Node {name}", error) from None
+            raise api_failure(f"listing the pods of Node {name}", error) from None
         return list(pods.get("items") or [])
 
     # ------------------------------------------------------------ joining
@@ -105,7 +105,7 @@ class NodeOperations:
                 if error.status == NOT_FOUND:
                     return
                 if error.status != CONFLICT:
-                    raise _failure(f"setting the taints of Node {name}", error) from None
+                    raise api_failure(f"setting the taints of Node {name}", error) from None
         raise NodeLifecycleError(f"setting the taints of Node {name}: it kept changing under us; run the update again")
 
     # ------------------------------------------------------------ leaving
@@ -119,7 +119,7 @@ class NodeOperations:
             self.api.delete_node(name, _preload_content=False)
         except ApiException as error:
             if error.status != NOT_FOUND:
-                raise _failure(f"deleting Node {name}", error) from None
+                raise api_failure(f"deleting Node {name}", error) from None
 
     def _cordon(self, name: str) -> bool:
         try:
@@ -130,7 +130,7 @@ class NodeOperations:
         except ApiException as error:
             if error.status == NOT_FOUND:
                 return False
-            raise _failure(f"cordoning Node {name}", error) from None
+            raise api_failure(f"cordoning Node {name}", error) from None
 
     def _drain(self, name: str, timeout_seconds: int) -> None:
         deadline = self.clock() + timeout_seconds
@@ -164,7 +164,7 @@ class NodeOperations:
                 return None
             if error.status == TOO_MANY_REQUESTS:
                 return cluster.api_error_message("eviction refused", error.status, error.reason, error.body)
-            raise _failure(f"evicting pod {cluster.pod_key(pod)}", error) from None
+            raise api_failure(f"evicting pod {cluster.pod_key(pod)}", error) from None
 
 
 def _json(response: Any) -> dict[str, Any]:
@@ -174,7 +174,8 @@ def _json(response: Any) -> dict[str, Any]:
     return document
 
 
-def _failure(action: str, error: ApiException) -> NodeLifecycleError:
+def api_failure(action: str, error: ApiException) -> NodeLifecycleError:
+    """The user-facing error of a failed API call: what was being done and the API's own message."""
     body = error.body.decode() if isinstance(error.body, bytes) else error.body
     return NodeLifecycleError(cluster.api_error_message(action, error.status, error.reason, body))
 
@@ -225,7 +226,7 @@ class NodeLifecycleProvider(dynamic.ResourceProvider):
         operations.reconcile_taints(name, previously_declared, cluster.taints_from(props.get("taints") or []))
 
 
-class NodeLifecycle(dynamic.Resource):
+class NodeLifecycle(dynamic.Resource, module="numa-kubelets", name="NodeLifecycle"):
     def __init__(self, name: str, props: Mapping[str, Any], opts: pulumi.ResourceOptions) -> None:
         # The kubeconfig is in the inputs so that delete, which sees only the stored state, can reach the cluster.
         opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(additional_secret_outputs=["kubeconfig"]))

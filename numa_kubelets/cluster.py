@@ -285,3 +285,77 @@ def api_error_message(action: str, status: int | None, reason: str | None, body:
             detail = str(document.get("message") or "") if isinstance(document, dict) else ""
     text = f"{action}: the API server answered {status} {reason or ''}".rstrip()
     return f"{text}: {detail}" if detail else text
+
+
+# ---------------------------------------------------------------- preflight of the cluster side
+
+
+@dataclass(frozen=True)
+class Right:
+    """One access check (a SelfSubjectAccessReview's resourceAttributes) and why it is needed."""
+
+    verb: str
+    resource: str
+    why: str
+    group: str = ""
+    subresource: str = ""
+    namespace: str = ""
+
+    def review(self) -> Json:
+        attributes = {"verb": self.verb, "group": self.group, "resource": self.resource}
+        if self.subresource:
+            attributes["subresource"] = self.subresource
+        if self.namespace:
+            attributes["namespace"] = self.namespace
+        return {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": attributes},
+        }
+
+    def __str__(self) -> str:
+        resource = f"{self.resource}/{self.subresource}" if self.subresource else self.resource
+        if self.group:
+            resource += f".{self.group}"
+        where = f" in {self.namespace}" if self.namespace else ""
+        return f"{self.verb} {resource}{where} ({self.why})"
+
+
+def stack_rights(cluster: ClusterPlan) -> tuple[Right, ...]:
+    """What the stack's own credential needs beyond creating its objects (which the provider checks)."""
+    rights = [
+        Right("get", "nodes", "wait for each Node to be Ready"),
+        Right("patch", "nodes", "labels, taints, cordon"),
+    ]
+    if cluster.remove_nodes:
+        rights += [
+            Right("list", "pods", "find the pods to drain"),
+            Right("create", "pods", "drain through the eviction API", subresource="eviction"),
+            Right("delete", "nodes", "remove a kubelet's Node when it leaves"),
+        ]
+    return tuple(rights)
+
+
+TOKEN_RIGHTS = (
+    Right("create", "certificatesigningrequests", "request a client certificate", group="certificates.k8s.io"),
+    Right(
+        "create",
+        "certificatesigningrequests",
+        "have it approved automatically",
+        group="certificates.k8s.io",
+        subresource="nodeclient",
+    ),
+)
+
+
+def missing_rights_message(whose: str, missing: Sequence[Right], remedy: str) -> str:
+    rights = "; ".join(str(right) for right in missing)
+    return f"{whose} may not: {rights}. {remedy}"
+
+
+def token_does_not_authenticate_message(status: int | None) -> str:
+    return (
+        f"the bootstrap token does not authenticate (the API server answered {status}): the API server needs "
+        "--enable-bootstrap-token-auth, and the token's Secret kube-system/bootstrap-token-<id> must exist "
+        "and not be expired"
+    )

@@ -6,7 +6,9 @@ error handling are exercised; each request is recorded for assertions. State is 
 the API server would return it. Behaviours a test needs are switches:
 - `blocked_by_pdb`: pod keys whose eviction is refused with 429 (as a PodDisruptionBudget does);
 - `failures`: (method, path) -> (status, Status message), an API error injected once per call;
-- `register_after_reads`: a Node that appears only after that many reads of it (a joining kubelet).
+- `register_after_reads`: a Node that appears only after that many reads of it (a joining kubelet);
+- `rights`: bearer token -> the (verb, group, resource, subresource) it may use, answered through
+  SelfSubjectAccessReviews; a token not listed does not authenticate (401).
 """
 
 from __future__ import annotations
@@ -79,6 +81,7 @@ class ApiServerDouble:
     blocked_by_pdb: set[str] = field(default_factory=set)
     failures: dict[tuple[str, str], tuple[int, str]] = field(default_factory=dict)
     register_after_reads: dict[str, tuple[int, Json]] = field(default_factory=dict)
+    rights: dict[str, set[tuple[str, str, str, str]]] = field(default_factory=dict)
     requests: list[Request] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -124,7 +127,21 @@ class ApiServerDouble:
             (r"DELETE /api/v1/nodes/([^/]+)", self._delete_node),
             (r"GET /api/v1/pods", self._list_pods),
             (r"POST /api/v1/namespaces/([^/]+)/pods/([^/]+)/eviction", self._evict),
+            (r"POST /apis/authorization.k8s.io/v1/selfsubjectaccessreviews", self._review_access),
         ]
+
+    def _review_access(self, request: Request) -> tuple[int, Json]:
+        token = (request.authorization or "").removeprefix("Bearer ")
+        if token not in self.rights:
+            return 401, status(401, "Unauthorized", "Unauthorized")
+        attributes = request.body["spec"]["resourceAttributes"]
+        asked = (
+            attributes["verb"],
+            attributes.get("group", ""),
+            attributes["resource"],
+            attributes.get("subresource", ""),
+        )
+        return 201, {**request.body, "status": {"allowed": asked in self.rights[token]}}
 
     def _read_node(self, _: Request, name: str) -> tuple[int, Json]:
         if name in self.register_after_reads:

@@ -19,7 +19,8 @@ SECRET = "kubernetes:core/v1:Secret"
 BINDING = "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding"
 SERVICE = "kubernetes:core/v1:Service"
 NODE_PATCH = "kubernetes:core/v1:NodePatch"
-LIFECYCLE = "pulumi-python:dynamic:Resource"
+LIFECYCLE = "pulumi-python:dynamic/numa-kubelets:NodeLifecycle"
+PREFLIGHT = "pulumi-python:dynamic/numa-kubelets:ClusterPreflight"
 CLUSTER_NODE = "numa-kubelets:index:ClusterNode"
 MANAGED_TOKEN = f"{TOKEN_ID}.{TOKEN_SECRET}"
 
@@ -268,3 +269,21 @@ def test_the_engine_loads_the_node_lifecycle_provider_from_the_project(cluster_c
         check=True,
     )
     assert loaded.stdout.split() == ["components.node_lifecycle", "NodeLifecycleProvider", "operations_for"]
+
+
+@pytest.mark.parametrize("managed", [True, False], ids=["managed token", "given token"])
+def test_kubelets_join_only_after_the_cluster_preflight(cluster_config, managed):
+    if managed:
+        del cluster_config["bootstrapToken"]
+    run = run_program(cluster_config)
+    [preflight] = run.of_type(PREFLIGHT)
+    assert run.parent_of(preflight) == ("numa-kubelets:index:ClusterJoin", "cluster")
+    assert is_secret_envelope(preflight.raw_inputs["bootstrapToken"])
+    assert preflight.inputs["bootstrapToken"] == (MANAGED_TOKEN if managed else BOOTSTRAP_TOKEN)
+    assert is_secret_envelope(preflight.raw_inputs["kubeconfig"])
+    assert {(r["verb"], r["resource"], r["subresource"]) for r in preflight.inputs["stackRights"]} >= {
+        ("delete", "nodes", ""),
+        ("create", "pods", "eviction"),
+    }
+    for kubelet in [c for c in run.commands() if c.name.endswith("-kubelet")]:
+        assert "cluster-preflight" in run.dependencies_of(kubelet)
