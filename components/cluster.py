@@ -55,7 +55,7 @@ class ClusterJoin(pulumi.ComponentResource):
             pulumi.ResourceOptions(parent=self),
         )
         # Kubelets start joining only once the cluster side passed its preflight.
-        self.bootstrap_token = pulumi.Output.secret(
+        self.bootstrap_token: pulumi.Output[str] = pulumi.Output.secret(
             pulumi.Output.all(token, self.preflight.id).apply(lambda parts: str(parts[0]))
         )
         self.cluster_dns: pulumi.Output[str] | None = None

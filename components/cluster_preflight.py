@@ -12,7 +12,6 @@ create and whenever the token or the credential changes.
 
 from __future__ import annotations
 
-import json
 import tempfile
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -25,14 +24,22 @@ from pulumi import dynamic
 from numa_kubelets import cluster
 from numa_kubelets.cluster import Right
 
-from .node_lifecycle import NodeLifecycleError, api_failure, operations_for
+from .node_lifecycle import NodeLifecycleError, api_failure, stack_api_client
 
 UNAUTHORIZED = 401
 
 
 def allowed(api: kube_client.AuthorizationV1Api, right: Right) -> bool:
-    response = api.create_self_subject_access_review(right.review(), _preload_content=False)
-    return bool((json.loads(response.data).get("status") or {}).get("allowed"))
+    review = right.review()
+    body = kube_client.V1SelfSubjectAccessReview(
+        api_version=review["apiVersion"],
+        kind=review["kind"],
+        spec=kube_client.V1SelfSubjectAccessReviewSpec(
+            resource_attributes=kube_client.V1ResourceAttributes(**review["spec"]["resourceAttributes"])
+        ),
+    )
+    answer = api.create_self_subject_access_review(body)
+    return bool(answer.status is not None and answer.status.allowed)
 
 
 def missing_rights(api: kube_client.AuthorizationV1Api, rights: Sequence[Right]) -> list[Right]:
@@ -81,14 +88,10 @@ def token_client(server: str, ca_cert: str, token: str) -> kube_client.ApiClient
     return kube_client.ApiClient(configuration)
 
 
-def stack_client(kubeconfig: str | None) -> kube_client.ApiClient:
-    return operations_for(kubeconfig).api.api_client
-
-
 class ClusterPreflightProvider(dynamic.ResourceProvider):
     def __init__(
         self,
-        stack_api: Callable[[str | None], kube_client.ApiClient] = stack_client,
+        stack_api: Callable[[str | None], kube_client.ApiClient] = stack_api_client,
         token_api: Callable[[str, str, str], kube_client.ApiClient] = token_client,
     ) -> None:
         self.stack_api = stack_api

@@ -186,13 +186,18 @@ def api_failure(action: str, error: ApiException) -> NodeLifecycleError:
 REPLACE_ON_CHANGE = ("nodeName",)
 
 
-def operations_for(kubeconfig: str | None) -> NodeOperations:
+def stack_api_client(kubeconfig: str | None) -> kube_client.ApiClient:
     """The stack's `kubeconfig` secret, else the ambient KUBECONFIG, as the Kubernetes provider does."""
+    api_client: kube_client.ApiClient
     if kubeconfig:
-        api_client = kube_config.new_client_from_config_dict(yaml.safe_load(kubeconfig))
+        api_client = kube_config.new_client_from_config_dict(yaml.safe_load(kubeconfig))  # type: ignore[no-untyped-call]
     else:
-        api_client = kube_config.new_client_from_config()
-    return NodeOperations(kube_client.CoreV1Api(api_client))
+        api_client = kube_config.new_client_from_config()  # type: ignore[no-untyped-call]
+    return api_client
+
+
+def operations_for(kubeconfig: str | None) -> NodeOperations:
+    return NodeOperations(kube_client.CoreV1Api(stack_api_client(kubeconfig)))
 
 
 class NodeLifecycleProvider(dynamic.ResourceProvider):
