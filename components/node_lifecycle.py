@@ -121,6 +121,10 @@ class NodeOperations:
             if error.status != NOT_FOUND:
                 raise api_failure(f"deleting Node {name}", error) from None
 
+    def _is_ready(self, name: str) -> bool:
+        node = self.node(name)
+        return node is not None and cluster.node_readiness(node, {}).ready
+
     def _cordon(self, name: str) -> bool:
         try:
             self.api.patch_node(
@@ -135,7 +139,7 @@ class NodeOperations:
     def _drain(self, name: str, timeout_seconds: int) -> None:
         deadline = self.clock() + timeout_seconds
         while True:
-            remaining = cluster.pods_to_evict(self.pods_on(name))
+            remaining = cluster.pods_to_drain(self.pods_on(name), self._is_ready(name))
             if not remaining:
                 return
             # An accepted eviction leaves the pod terminating: it stays listed until it is gone.

@@ -259,8 +259,21 @@ def must_evict(pod: Mapping[str, Any]) -> bool:
     return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
 
 
-def pods_to_evict(pods: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    return sorted((pod for pod in pods if must_evict(pod)), key=pod_key)
+def pods_to_drain(pods: Sequence[Mapping[str, Any]], node_ready: bool) -> list[Mapping[str, Any]]:
+    """The pods a drain still waits for.
+
+    A pod already terminating on a Node whose kubelet is not Ready never finishes: nobody stops
+    its containers. Such pods do not hold the drain up; deleting the Node lets the pod garbage
+    collector remove them (as Cluster API does for unreachable Nodes).
+    """
+    return sorted(
+        (
+            pod
+            for pod in pods
+            if must_evict(pod) and (node_ready or not (pod.get("metadata") or {}).get("deletionTimestamp"))
+        ),
+        key=pod_key,
+    )
 
 
 def drain_timeout_message(node_name: str, timeout_seconds: int, blocked: Mapping[str, str]) -> str:

@@ -7,6 +7,8 @@ the API server would return it. Behaviours a test needs are switches:
 - `blocked_by_pdb`: pod keys whose eviction is refused with 429 (as a PodDisruptionBudget does);
 - `failures`: (method, path) -> (status, Status message), an API error injected once per call;
 - `register_after_reads`: a Node that appears only after that many reads of it (a joining kubelet);
+- `terminate_on_eviction`: False plays a Node whose kubelet is gone: an evicted pod gets its
+  deletionTimestamp and stays, as nobody stops its containers;
 - `rights`: bearer token -> the (verb, group, resource, subresource) it may use, answered through
   SelfSubjectAccessReviews; a token not listed does not authenticate (401).
 """
@@ -82,6 +84,7 @@ class ApiServerDouble:
     failures: dict[tuple[str, str], tuple[int, str]] = field(default_factory=dict)
     register_after_reads: dict[str, tuple[int, Json]] = field(default_factory=dict)
     rights: dict[str, set[tuple[str, str, str, str]]] = field(default_factory=dict)
+    terminate_on_eviction: bool = True
     requests: list[Request] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -187,10 +190,13 @@ class ApiServerDouble:
             return 429, status(
                 429, "Cannot evict pod as it would violate the pod's disruption budget.", "TooManyRequests"
             )
-        before = len(self.pods)
-        self.pods = [p for p in self.pods if f"{p['metadata']['namespace']}/{p['metadata']['name']}" != key]
-        if len(self.pods) == before:
+        matching = [p for p in self.pods if f"{p['metadata']['namespace']}/{p['metadata']['name']}" == key]
+        if not matching:
             return 404, status(404, f'pods "{name}" not found', "NotFound")
+        if self.terminate_on_eviction:
+            self.pods.remove(matching[0])
+        else:
+            matching[0]["metadata"]["deletionTimestamp"] = "2026-11-30T16:00:00Z"
         return 201, status(201, "evicted")
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:

@@ -150,6 +150,26 @@ def test_a_pdb_that_blocks_eviction_fails_at_the_timeout_and_keeps_the_node(doub
     assert NODE in double.nodes and not double.calls("DELETE")
 
 
+def test_pods_that_cannot_terminate_on_a_node_whose_kubelet_is_gone_do_not_hold_the_drain(double, clock):
+    double.nodes[NODE] = node(NODE, IDENTITY, ready="Unknown")
+    double.pods = [pod("default", "web-1", NODE, "ReplicaSet")]
+    double.terminate_on_eviction = False
+    operations(double, clock).remove(NODE, 60)
+    assert len(double.calls("POST")) == 1
+    assert NODE not in double.nodes
+    assert clock.now == 5.0  # one poll after the eviction, then the terminating pod is let go
+
+
+def test_a_ready_node_waits_for_its_evicted_pods_to_terminate(double, clock):
+    double.nodes[NODE] = node(NODE, IDENTITY)
+    double.pods = [pod("default", "web-1", NODE, "ReplicaSet")]
+    double.terminate_on_eviction = False
+    with pytest.raises(NodeLifecycleError) as failure:
+        operations(double, clock).remove(NODE, 20)
+    assert "default/web-1: evicted, still terminating" in str(failure.value)
+    assert len(double.calls("POST")) == 1  # a terminating pod is not evicted again
+
+
 def test_removing_a_node_that_is_already_gone_succeeds(double, clock):
     operations(double, clock).remove(NODE, 60)
     assert [r.method for r in double.requests] == ["PATCH"]

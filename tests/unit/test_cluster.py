@@ -228,7 +228,10 @@ def test_only_pods_that_would_not_come_back_or_are_finished_are_evicted():
         {"metadata": {"namespace": "ns", "name": "job"}, "status": {"phase": "Succeeded"}},
         pod("adopted", ownerReferences=[{"kind": "DaemonSet", "name": "x", "controller": False}]),
     ]
-    assert [cluster.pod_key(p) for p in cluster.pods_to_evict(pods)] == ["ns/adopted", "ns/web"]
+    assert [cluster.pod_key(p) for p in cluster.pods_to_drain(pods, node_ready=True)] == ["ns/adopted", "ns/web"]
+    terminating = pod("stuck", deletionTimestamp="2026-11-30T16:00:00Z")
+    assert [cluster.pod_key(p) for p in cluster.pods_to_drain([terminating], node_ready=True)] == ["ns/stuck"]
+    assert cluster.pods_to_drain([terminating], node_ready=False) == []
 
 
 def test_api_errors_read_as_the_status_message():
