@@ -8,6 +8,7 @@ and script each host would receive, as a mapping of relative path -> text:
     <host>/files/<on-host path>                  each rendered file, at its path on the host
     <host>/scripts/<resource>.apply.sh           each remote command's create/update script
     <host>/scripts/<resource>.delete.sh          ... and its delete script
+    cluster/nodes/<node>.yaml                    with a cluster: the labels and taints the stack keeps on each Node
     demo/namespace.yaml, demo/pods/<pod>.yaml    the demo's Kubernetes objects, when enabled
 
 The content comes from the core's own render and script functions, so it is what `pulumi up`
@@ -37,8 +38,9 @@ from typing import Any
 import yaml
 
 from . import placement, render, scripts
+from .cluster import registration_labels
 from .config import NAMESPACE, ConfigError, StackConfig, decode_pulumi_values, load_config
-from .plan import HostPlan, KubeletPlan, Plan, build_plan
+from .plan import ClusterPlan, HostPlan, KubeletPlan, Plan, build_plan
 from .render import HostFile
 
 SECRET_KEYS = ("sshPrivateKey", "bootstrapToken", "kubeconfig")
@@ -327,6 +329,9 @@ def render_plan(config: StackConfig, plan: Plan) -> dict[str, str]:
         files["demo/namespace.yaml"] = _manifest_yaml(placement.namespace_manifest(config.demo.namespace))
         for pod in pods:
             files[f"demo/pods/{pod.name}.yaml"] = _manifest_yaml(pod.manifest())
+    if plan.cluster is not None:
+        for kubelet in plan.kubelets:
+            files[f"cluster/nodes/{kubelet.node_name}.yaml"] = _manifest_yaml(node_review(kubelet, plan.cluster))
     for host in plan.hosts:
         commands = host_commands(host, plan, pods)
         files[f"{host.name}/index.md"] = host_index(host, commands)
@@ -340,6 +345,23 @@ def render_plan(config: StackConfig, plan: Plan) -> dict[str, str]:
                     raise ValueError(f"{host.name}: two different contents for {host_file.path}")
                 files[path] = host_file.content
     return dict(sorted(files.items()))
+
+
+def node_review(kubelet: KubeletPlan, cluster_plan: ClusterPlan) -> dict[str, Any]:
+    """What the stack keeps true of a kubelet's Node in the cluster (ClusterNode)."""
+    removal = (
+        f"cordon, drain (at most {cluster_plan.drain_timeout_seconds}s), delete"
+        if cluster_plan.remove_nodes
+        else "keep the Node, take the stack's taints off"
+    )
+    return {
+        "node": kubelet.node_name,
+        "registersWith": {"labels": registration_labels(kubelet, cluster_plan)},
+        "readyWithin": f"{cluster_plan.node_ready_timeout_seconds}s",
+        "labels": kubelet.label_map,
+        "taints": [taint.manifest() for taint in kubelet.taints],
+        "whenTheKubeletLeaves": removal,
+    }
 
 
 def render_stack(document: Any, assume_secrets: tuple[str, ...] = ()) -> dict[str, str]:

@@ -134,6 +134,10 @@ def test_without_a_bootstrap_token_the_kubeconfigs_carry_the_managed_one(tmp_pat
     assert review.MANAGED_TOKEN_PLACEHOLDER.encode() in kubeconfig
     kubelet_config = tree(tmp_path / "without")["numa-a/files/etc/numa-kubelets/numa0/kubelet-config.yaml"]
     assert yaml.safe_load(kubelet_config)["clusterDNS"] == [review.KUBE_DNS_PLACEHOLDER]
+    node = yaml.safe_load(tree(tmp_path / "without")["cluster/nodes/numa-a-numa1.yaml"])
+    assert node["labels"] == {"numa-type": "blue", "numa-kubelets.io/host": "numa-a", "numa-kubelets.io/numa-node": "1"}
+    assert node["registersWith"]["labels"] == {"numa-kubelets.io/host": "numa-a", "numa-kubelets.io/numa-node": "1"}
+    assert node["whenTheKubeletLeaves"] == "cordon, drain (at most 300s), delete"
 
 
 def test_a_secret_set_outside_the_file_can_be_assumed(tmp_path):
