@@ -121,6 +121,15 @@ class NodeOperations:
             if error.status != NOT_FOUND:
                 raise api_failure(f"deleting Node {name}", error) from None
 
+    def forget(self, name: str, previously_declared: Sequence[Taint]) -> None:
+        """The Node stays: take the stack's taints off, and remove only an empty Node no kubelet ever
+        reported (what relinquishing the label patch of an already deleted Node leaves)."""
+        node = self.node(name)
+        if node is not None and cluster.never_reported_by_a_kubelet(node):
+            self.remove(name, 0)
+            return
+        self.reconcile_taints(name, previously_declared, ())
+
     def _is_ready(self, name: str) -> bool:
         node = self.node(name)
         return node is not None and cluster.node_readiness(node, {}).ready
@@ -226,7 +235,7 @@ class NodeLifecycleProvider(dynamic.ResourceProvider):
         if props["removeNode"]:
             operations.remove(props["nodeName"], int(props["drainTimeoutSeconds"]))
         else:
-            operations.reconcile_taints(props["nodeName"], cluster.taints_from(props.get("taints") or []), ())
+            operations.forget(props["nodeName"], cluster.taints_from(props.get("taints") or []))
 
     def _join(self, props: Mapping[str, Any], previously_declared: Sequence[Taint]) -> None:
         operations = self.operations(props.get("kubeconfig"))

@@ -218,6 +218,14 @@ def node_readiness(node: Mapping[str, Any] | None, expected_labels: Mapping[str,
     return Readiness(ready.get("status") == "True", state)
 
 
+def never_reported_by_a_kubelet(node: Mapping[str, Any]) -> bool:
+    """A Node no kubelet ever registered: it has no `status.nodeInfo`.
+
+    Relinquishing the label patch of a Node deleted out of band is a server-side apply, which
+    creates such an empty Node; the stack deletes it even when it keeps real Nodes."""
+    return not ((node.get("status") or {}).get("nodeInfo") or {}).get("kubeletVersion")
+
+
 def journal_command(host: HostPlan, kubelet: KubeletPlan) -> str:
     """What a user runs to see why a kubelet does not register."""
     ssh = ["ssh", *(["-p", str(host.ssh_port)] if host.ssh_port != 22 else []), f"{host.user}@{host.address}"]

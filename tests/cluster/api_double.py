@@ -43,6 +43,7 @@ def node(name: str, labels: dict[str, str], ready: str = "True", taints: list[Js
         "metadata": {"name": name, "labels": dict(labels), "resourceVersion": "1"},
         "spec": {"taints": list(taints or [])},
         "status": {
+            "nodeInfo": {"kubeletVersion": "v1.30.14"},
             "conditions": [
                 {"type": "MemoryPressure", "status": "False"},
                 {
@@ -53,7 +54,7 @@ def node(name: str, labels: dict[str, str], ready: str = "True", taints: list[Js
                     if ready == "True"
                     else "container runtime network not ready",
                 },
-            ]
+            ],
         },
     }
 

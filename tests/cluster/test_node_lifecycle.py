@@ -237,6 +237,17 @@ def test_the_provider_keeps_the_node_when_removal_is_off_and_takes_its_taints_ba
     assert not double.calls("POST") and not double.calls("DELETE")
 
 
+def test_an_empty_node_left_by_relinquishing_labels_is_removed_even_when_nodes_are_kept(double):
+    double.nodes[NODE] = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": NODE, "resourceVersion": "1"},
+        "spec": {},
+    }
+    NodeLifecycleProvider(operations_for).delete(NODE, props(double, removeNode=False))
+    assert NODE not in double.nodes
+
+
 def test_a_changed_taint_replaces_the_old_one_on_update(double):
     double.nodes[NODE] = node(NODE, IDENTITY, taints=[TENANT.manifest()])
     provider = NodeLifecycleProvider(operations_for)
