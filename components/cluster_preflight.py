@@ -77,14 +77,11 @@ def check_bootstrap_token(api_client: kube_client.ApiClient) -> None:
         )
 
 
-def token_client(server: str, ca_cert: str, token: str) -> kube_client.ApiClient:
+def token_client(server: str, ca_file: str, token: str) -> kube_client.ApiClient:
     """A client that authenticates as the kubelets will: the bootstrap token, the stack's CA."""
     configuration = kube_client.Configuration(host=server)
     configuration.api_key = {"authorization": f"Bearer {token}"}
-    if server.startswith("https://"):
-        with tempfile.NamedTemporaryFile("w", suffix=".crt", delete=False) as ca_file:
-            ca_file.write(ca_cert)
-        configuration.ssl_ca_cert = ca_file.name
+    configuration.ssl_ca_cert = ca_file
     return kube_client.ApiClient(configuration)
 
 
@@ -112,7 +109,10 @@ class ClusterPreflightProvider(dynamic.ResourceProvider):
     def _check(self, props: dict[str, Any]) -> None:
         rights = [Right(**right) for right in props["stackRights"]]
         check_stack_credential(self.stack_api(props.get("kubeconfig")), rights)
-        check_bootstrap_token(self.token_api(props["server"], props["caCert"], props["bootstrapToken"]))
+        with tempfile.NamedTemporaryFile("w", suffix=".crt") as ca_file:
+            ca_file.write(props["caCert"])
+            ca_file.flush()
+            check_bootstrap_token(self.token_api(props["server"], ca_file.name, props["bootstrapToken"]))
 
 
 class ClusterPreflight(dynamic.Resource, module="numa-kubelets", name="ClusterPreflight"):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from kubernetes import client as kube_client
 
@@ -10,6 +12,7 @@ from components.node_lifecycle import NodeLifecycleError
 from numa_kubelets import cluster
 from numa_kubelets.plan import ClusterPlan
 from tests.cluster.api_double import ApiServerDouble
+from tests.cluster.test_node_lifecycle import kubeconfig_for
 from tests.unit.builders import CA_CERT
 
 STACK = "stack-credential"
@@ -21,7 +24,7 @@ def rights_of(rights) -> set[tuple[str, str, str, str]]:
 
 
 def client_for(double: ApiServerDouble, token: str) -> kube_client.ApiClient:
-    return token_client(double.url, CA_CERT, token)
+    return token_client(double.url, "/nonexistent/ca.crt", token)  # plain HTTP: the CA is not read
 
 
 @pytest.fixture
@@ -79,3 +82,21 @@ def test_a_token_without_the_nodeclient_binding_says_which_binding_is_missing(do
         "(have it approved automatically)."
     )
     assert cluster.NODE_CLIENT_ROLE in message
+
+
+def test_the_provider_checks_with_the_stack_kubeconfig_and_the_token(double):
+    from components.cluster_preflight import ClusterPreflightProvider
+
+    rights = cluster.stack_rights(ClusterPlan("https://x", CA_CERT))
+    double.rights = {"stack-credential": rights_of(rights)}
+    props = {
+        "server": double.url,
+        "caCert": CA_CERT,
+        "bootstrapToken": TOKEN,
+        "kubeconfig": kubeconfig_for(double),
+        "stackRights": [dataclasses.asdict(right) for right in rights],
+    }
+    with pytest.raises(NodeLifecycleError, match="does not authenticate"):
+        ClusterPreflightProvider().create(props)
+    double.rights[TOKEN] = rights_of(cluster.TOKEN_RIGHTS)
+    assert ClusterPreflightProvider().create(props).outs == props
