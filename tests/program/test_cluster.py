@@ -287,3 +287,20 @@ def test_kubelets_join_only_after_the_cluster_preflight(cluster_config, managed)
     }
     for kubelet in [c for c in run.commands() if c.name.endswith("-kubelet")]:
         assert "cluster-preflight" in run.dependencies_of(kubelet)
+
+
+def test_a_demo_pod_tolerates_exactly_its_kubelets_declared_taints(monkeypatch, cluster_config):
+    from tests.program.test_demo import POD, run
+
+    cluster_config["demo"] = {"enabled": True}
+    cluster_config["hosts"][0]["kubelets"][1]["taints"] = [
+        {"key": "tenant", "value": "a", "effect": "NoSchedule"},
+        {"key": "example.com/dedicated", "effect": "NoExecute"},
+    ]
+    result = run(monkeypatch, cluster_config)
+    tainted = result.named("numa-demo-numa-a-numa1", POD).inputs["spec"]
+    assert tainted["tolerations"] == [
+        {"key": "tenant", "value": "a", "effect": "NoSchedule", "operator": "Equal"},
+        {"key": "example.com/dedicated", "effect": "NoExecute", "operator": "Exists"},
+    ]
+    assert "tolerations" not in result.named("numa-demo-numa-a-numa2", POD).inputs["spec"]
