@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -19,6 +19,7 @@ from pydantic import (
     ConfigDict,
     Field,
     SecretStr,
+    StrictBool,
     StrictInt,
     StrictStr,
     TypeAdapter,
@@ -73,6 +74,7 @@ DnsName = Annotated[StrictStr, AfterValidator(v.check_dns_name)]
 AbsolutePath = Annotated[StrictStr, AfterValidator(v.check_absolute_path)]
 LabelKey = Annotated[StrictStr, AfterValidator(v.check_label_key)]
 LabelValue = Annotated[StrictStr, AfterValidator(v.check_label_value)]
+Duration = Annotated[StrictStr, AfterValidator(v.check_duration)]
 
 
 class StrictModel(BaseModel):
@@ -89,6 +91,12 @@ class NumaNodeSpec(StrictModel):
     cpus: CpuList
 
 
+class TaintSpec(StrictModel):
+    key: Annotated[StrictStr, AfterValidator(v.check_taint_key)]
+    value: LabelValue = ""
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+
+
 class KubeletSpec(StrictModel):
     numa_node: Annotated[StrictInt, Field(alias="numaNode", ge=0, le=1023)]
     node_name: DnsName | None = Field(default=None, alias="nodeName")
@@ -98,6 +106,7 @@ class KubeletSpec(StrictModel):
     port: Port | None = None
     healthz_port: Port | None = Field(default=None, alias="healthzPort")
     read_only_port: Annotated[StrictInt, Field(alias="readOnlyPort", ge=0, le=MAX_PORT)] = 0
+    taints: list[TaintSpec] = Field(default_factory=list)
 
 
 class HostSpec(StrictModel):
@@ -114,6 +123,11 @@ class HostSpec(StrictModel):
 class ClusterSpec(StrictModel):
     server: Annotated[StrictStr, AfterValidator(v.check_server_url)]
     ca_cert: Annotated[StrictStr, AfterValidator(v.check_pem_certificate)] = Field(alias="caCert")
+    serving_certificates: Literal["selfSigned", "bootstrap"] = Field(default="selfSigned", alias="servingCertificates")
+    remove_nodes: StrictBool = Field(default=True, alias="removeNodes")
+    drain_timeout: Duration = Field(default="5m", alias="drainTimeout")
+    dns: Annotated[StrictStr, AfterValidator(v.check_ip_address)] | None = None
+    domain: DnsName = "cluster.local"
 
 
 class DemoSpec(StrictModel):
@@ -121,7 +135,7 @@ class DemoSpec(StrictModel):
     namespace: DnsLabel = "numa-demo"
     image: Annotated[StrictStr, AfterValidator(v.check_image)] = "registry.k8s.io/pause:3.10"
     command: list[Annotated[StrictStr, AfterValidator(v.check_command_argument)]] = Field(default_factory=list)
-    ready_timeout: Annotated[StrictStr, AfterValidator(v.check_duration)] = Field(default="10m", alias="readyTimeout")
+    ready_timeout: Duration = Field(default="10m", alias="readyTimeout")
 
 
 class StackConfig(StrictModel):
@@ -218,8 +232,6 @@ def semantic_problems(config: StackConfig) -> list[Problem]:
     problems: list[Problem] = []
     if config.ssh_private_key is not None and config.ssh_private_key_path is not None:
         problems.append(Problem("sshPrivateKeyPath", "set either sshPrivateKey or sshPrivateKeyPath, not both"))
-    if config.cluster is not None and config.bootstrap_token is None:
-        problems.append(Problem("bootstrapToken", "required when cluster is set (each kubelet joins with it)"))
     if config.cluster is None and config.bootstrap_token is not None:
         problems.append(Problem("bootstrapToken", "set, but there is no cluster to join"))
     if config.cluster is None and config.demo.enabled:
@@ -272,6 +284,7 @@ def host_problems(host: HostSpec, path: str) -> list[Problem]:
     seen_nodes: dict[int, int] = {}
     for index, kubelet in enumerate(host.kubelets):
         kubelet_path = f"{path}.kubelets[{index}]"
+        problems.extend(taint_problems(kubelet, kubelet_path))
         if kubelet.numa_node not in node_cpus:
             declared = ",".join(str(i) for i in sorted(node_cpus))
             problems.append(
@@ -309,6 +322,23 @@ def host_problems(host: HostSpec, path: str) -> list[Problem]:
                     "set cpus explicitly or shrink systemCpus",
                 )
             )
+    return problems
+
+
+def taint_problems(kubelet: KubeletSpec, path: str) -> list[Problem]:
+    """A Node holds at most one taint per key and effect; the API server refuses a second."""
+    problems: list[Problem] = []
+    first: dict[tuple[str, str], int] = {}
+    for index, taint in enumerate(kubelet.taints):
+        identity = (taint.key, taint.effect)
+        if identity in first:
+            problems.append(
+                Problem(
+                    f"{path}.taints[{index}]",
+                    f"taint {taint.key}:{taint.effect} is already declared (taints[{first[identity]}])",
+                )
+            )
+        first.setdefault(identity, index)
     return problems
 
 

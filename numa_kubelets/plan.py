@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from .config import ConfigError, HostSpec, KubeletSpec, Problem, StackConfig, default_system_cpus
 from .cpulist import CpuSet
+from .validators import duration_seconds
 
 BASE_PORT = 10250
 BASE_HEALTHZ_PORT = 10248
@@ -138,6 +139,20 @@ SHARED_CONTAINERD_RUN = "/run/containerd"
 
 
 @dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+
+    def manifest(self) -> dict[str, str]:
+        """As in a Node's spec.taints and the KubeletConfiguration's registerWithTaints."""
+        return {"key": self.key, "value": self.value, "effect": self.effect} if self.value else self.identity()
+
+    def identity(self) -> dict[str, str]:
+        return {"key": self.key, "effect": self.effect}
+
+
+@dataclass(frozen=True)
 class KubeletPlan:
     host: str
     numa_node: int
@@ -152,6 +167,7 @@ class KubeletPlan:
     read_only_port: int
     reserved_cpus: int  # CPUs of the machine outside this kubelet's slice, as systemReserved.cpu
     layout: InstanceLayout
+    taints: tuple[Taint, ...] = ()
 
     @property
     def label_map(self) -> dict[str, str]:
@@ -174,6 +190,11 @@ class KubeletPlan:
     @property
     def kubelet_command(self) -> str:
         return f"{self.resource_name}-kubelet"
+
+    @property
+    def identity_labels(self) -> dict[str, str]:
+        """The automatic labels: they tell this kubelet's Node from any other of the same name."""
+        return {k: v for k, v in self.labels if k in (HOST_LABEL, NUMA_NODE_LABEL)}
 
     @property
     def user_labels(self) -> dict[str, str]:
@@ -212,6 +233,17 @@ class HostPlan:
 class ClusterPlan:
     server: str
     ca_cert: str
+    serving_certificates: str = "selfSigned"
+    remove_nodes: bool = True
+    drain_timeout_seconds: int = 300
+    node_ready_timeout_seconds: int = 600  # demo.readyTimeout: how long a Node may take to be Ready
+    dns: str | None = None  # None: the kube-dns Service's clusterIP, read from the cluster
+    domain: str = "cluster.local"
+    managed_bootstrap_token: bool = False  # no bootstrapToken given: the stack creates one
+
+    @property
+    def server_tls_bootstrap(self) -> bool:
+        return self.serving_certificates == "bootstrap"
 
 
 @dataclass(frozen=True)
@@ -268,6 +300,7 @@ def plan_host(host: HostSpec) -> HostPlan:
                 read_only_port=spec.read_only_port,
                 reserved_cpus=len(online) - len(cpus),
                 layout=InstanceLayout(f"numa{spec.numa_node}"),
+                taints=tuple(Taint(t.key, t.value, t.effect) for t in spec.taints),
             )
         )
     return HostPlan(
@@ -291,10 +324,27 @@ def build_plan(config: StackConfig) -> Plan:
         raise ConfigError(problems)
     return Plan(
         hosts=hosts,
-        cluster=ClusterPlan(config.cluster.server, config.cluster.ca_cert) if config.cluster else None,
+        cluster=plan_cluster(config),
         kubelet_path=config.kubelet_path,
         containerd_path=config.containerd_path,
         demo_enabled=config.demo_enabled,
+    )
+
+
+def plan_cluster(config: StackConfig) -> ClusterPlan | None:
+    cluster = config.cluster
+    if cluster is None:
+        return None
+    return ClusterPlan(
+        server=cluster.server,
+        ca_cert=cluster.ca_cert,
+        serving_certificates=cluster.serving_certificates,
+        remove_nodes=cluster.remove_nodes,
+        drain_timeout_seconds=duration_seconds(cluster.drain_timeout),
+        node_ready_timeout_seconds=duration_seconds(config.demo.ready_timeout),
+        dns=cluster.dns,
+        domain=cluster.domain,
+        managed_bootstrap_token=config.bootstrap_token is None,
     )
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from .cluster import registration_labels
 from .plan import SHARED_CONTAINERD_RUN, SHARED_DEVICE_PLUGINS_DIR, UNSHARE, ClusterPlan, HostPlan, KubeletPlan, Plan
 
 KUBELET_CONFIG_API = "kubelet.config.k8s.io/v1beta1"
@@ -175,6 +176,15 @@ def kubelet_config(kubelet: KubeletPlan, cluster: ClusterPlan | None) -> HostFil
         "authentication": authentication,
         "authorization": authorization,
     }
+    if cluster is not None:
+        if cluster.dns is None:
+            raise ValueError("the plan's clusterDNS is not resolved yet (components/cluster.py resolves it)")
+        document["clusterDNS"] = [cluster.dns]
+        document["clusterDomain"] = cluster.domain
+        document["serverTLSBootstrap"] = cluster.server_tls_bootstrap
+    if kubelet.taints:
+        # Only at registration; afterwards the stack reconciles them through the API.
+        document["registerWithTaints"] = [taint.manifest() for taint in kubelet.taints]
     return HostFile(layout.kubelet_config, HEADER + _shared_yaml(document))
 
 
@@ -239,7 +249,8 @@ def namespace_script(kubelet: KubeletPlan) -> HostFile:
 
 def kubelet_arguments(kubelet: KubeletPlan, cluster: ClusterPlan | None) -> list[str]:
     layout = kubelet.layout
-    node_labels = ",".join(f"{key}={value}" for key, value in kubelet.labels)
+    labels = sorted(registration_labels(kubelet, cluster).items())
+    node_labels = ",".join(f"{key}={value}" for key, value in labels)
     arguments = [
         f"--config={layout.kubelet_config}",
         f"--config-dir={layout.kubelet_config_dropin_dir}",
