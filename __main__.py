@@ -34,7 +34,8 @@ hosts = [
 # Per kubelet: the resources its demo pod waits for (its Node labelled as the stack says).
 nodes = cluster_nodes(hosts, plan, provider, kubeconfig) if provider is not None else {}
 
-pulumi.export("hosts", hosts_output(plan))
+hugepages = {kubelet.node_name: {"hugepages": kubelet.hugepages} for host in hosts for kubelet in host.kubelets}
+pulumi.export("hosts", hosts_output(plan, hugepages))
 
 if plan.demo_enabled and provider is not None:
     demos = demo_placements(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pulumi
 
 from numa_kubelets import cluster, scripts
+from numa_kubelets.reservations import parse_hugepage_report
 
 from .remote import NumaNodeArgs, remote_command
 
@@ -43,6 +44,9 @@ class KubeletInstance(pulumi.ComponentResource):
             stdin=stdin,
         )
         self.node_name = kubelet.node_name
+        # The node's hugepage pools as the apply script read them on the host. Only numbers are
+        # taken from stdout, so the value stays plain even when the command's output is secret.
+        self.hugepages = pulumi.Output.unsecret(self.kubelet.stdout.apply(parse_hugepage_report))
         self.register_outputs(
             {
                 "nodeName": kubelet.node_name,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -26,29 +25,14 @@ from pydantic import (
     ValidationError,
 )
 
+from . import kubelet_config as kubelet_configuration
 from . import validators as v
 from .cpulist import CpuListError, CpuSet
+from .problems import NAMESPACE, ConfigError, Problem
 
-NAMESPACE = "numa-kubelets"
+__all__ = ["NAMESPACE", "ConfigError", "Problem"]
+
 MAX_PORT = 65535
-
-
-@dataclass(frozen=True)
-class Problem:
-    path: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.path}: {self.message}" if self.path else self.message
-
-
-class ConfigError(ValueError):
-    """The configuration is invalid; `problems` lists every finding."""
-
-    def __init__(self, problems: list[Problem]) -> None:
-        self.problems = sorted(problems, key=lambda p: (p.path, p.message))
-        lines = "\n".join(f"  - {p}" for p in self.problems)
-        super().__init__(f"invalid {NAMESPACE} configuration ({len(self.problems)} problem(s)):\n{lines}")
 
 
 def _parse_cpulist(value: Any) -> CpuSet:
@@ -107,6 +91,8 @@ class KubeletSpec(StrictModel):
     healthz_port: Port | None = Field(default=None, alias="healthzPort")
     read_only_port: Annotated[StrictInt, Field(alias="readOnlyPort", ge=0, le=MAX_PORT)] = 0
     taints: list[TaintSpec] = Field(default_factory=list)
+    # KubeletConfiguration fields: checked field by field by kubelet_config (semantic_problems).
+    kubelet_config: dict[str, Any] = Field(default_factory=dict, alias="kubeletConfig")
 
 
 class HostSpec(StrictModel):
@@ -118,6 +104,7 @@ class HostSpec(StrictModel):
     numa_nodes: list[NumaNodeSpec] = Field(alias="numaNodes", min_length=1)
     system_cpus: CpuList | None = Field(default=None, alias="systemCpus")
     kubelets: list[KubeletSpec] | None = None
+    kubelet_config: dict[str, Any] = Field(default_factory=dict, alias="kubeletConfig")
 
 
 class ClusterSpec(StrictModel):
@@ -152,6 +139,8 @@ class StackConfig(StrictModel):
     demo: DemoSpec = Field(default_factory=DemoSpec)
     kubelet_path: AbsolutePath = Field(default="/usr/bin/kubelet", alias="kubeletPath")
     containerd_path: AbsolutePath = Field(default="/usr/bin/containerd", alias="containerdPath")
+    kubelet_config: dict[str, Any] = Field(default_factory=dict, alias="kubeletConfig")
+    kubelet_version: StrictStr = Field(default=kubelet_configuration.DEFAULT_KUBELET_VERSION, alias="kubeletVersion")
 
     @property
     def demo_enabled(self) -> bool:
@@ -159,7 +148,7 @@ class StackConfig(StrictModel):
 
 
 # Keys whose Pulumi config value is a JSON document rather than a plain string.
-_STRUCTURED_KEYS = {"hosts", "cluster", "demo"}
+_STRUCTURED_KEYS = {"hosts", "cluster", "demo", "kubeletConfig"}
 
 
 def decode_pulumi_values(values: Mapping[str, str]) -> dict[str, Any]:
@@ -238,6 +227,24 @@ def semantic_problems(config: StackConfig) -> list[Problem]:
         problems.append(Problem("demo.enabled", "demo pods need a cluster; set cluster or disable the demo"))
     for index, host in enumerate(config.hosts):
         problems.extend(host_problems(host, f"hosts[{index}]"))
+    problems.extend(kubelet_config_problems(config))
+    return problems
+
+
+def kubelet_config_problems(config: StackConfig) -> list[Problem]:
+    """Each `kubeletConfig` layer on its own; the merged ones are checked with the plan."""
+    version_problems = kubelet_configuration.kubelet_version_problems(config.kubelet_version, "kubeletVersion")
+    version = kubelet_configuration.SCHEMA_KUBELET_VERSION if version_problems else config.kubelet_version
+    joined = config.cluster is not None
+    problems = version_problems + kubelet_configuration.layer_problems(
+        config.kubelet_config, "kubeletConfig", version, joined
+    )
+    for host_index, host in enumerate(config.hosts):
+        path = f"hosts[{host_index}]"
+        problems += kubelet_configuration.layer_problems(host.kubelet_config, f"{path}.kubeletConfig", version, joined)
+        for index, kubelet in enumerate(host.kubelets or []):
+            layer_path = f"{path}.kubelets[{index}].kubeletConfig"
+            problems += kubelet_configuration.layer_problems(kubelet.kubelet_config, layer_path, version, joined)
     return problems
 
 

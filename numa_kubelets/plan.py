@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import kubelet_config
 from .config import ConfigError, HostSpec, KubeletSpec, Problem, StackConfig, default_system_cpus
 from .cpulist import CpuSet
+from .kubelet_config import KubeletSettings
 from .validators import duration_seconds
 
 BASE_PORT = 10250
@@ -167,6 +169,8 @@ class KubeletPlan:
     read_only_port: int
     reserved_cpus: int  # CPUs of the machine outside this kubelet's slice, as systemReserved.cpu
     layout: InstanceLayout
+    settings: KubeletSettings  # the merged kubeletConfig and what the program derives from it
+    host_numa_nodes: tuple[int, ...]  # every NUMA node of the host, memory-only ones included
     taints: tuple[Taint, ...] = ()
 
     @property
@@ -253,6 +257,7 @@ class Plan:
     kubelet_path: str
     containerd_path: str
     demo_enabled: bool
+    kubelet_version: str = kubelet_config.DEFAULT_KUBELET_VERSION
 
     @property
     def kubelets(self) -> tuple[KubeletPlan, ...]:
@@ -269,15 +274,21 @@ def kubelet_specs(host: HostSpec) -> list[tuple[int | None, KubeletSpec]]:
     return sorted(specs, key=lambda item: item[1].numa_node)
 
 
-def plan_host(host: HostSpec) -> HostPlan:
+def plan_host(host: HostSpec, host_index: int, stack: StackConfig) -> HostPlan:
     node_cpus = {node.id: node.cpus for node in host.numa_nodes}
     system_cpus = host.system_cpus if host.system_cpus is not None else default_system_cpus(host)
     online = CpuSet()
     for cpus in node_cpus.values():
         online = online | cpus
     kubelets = []
-    for index, (_, spec) in enumerate(kubelet_specs(host)):
+    for index, (position, spec) in enumerate(kubelet_specs(host)):
         cpus = spec.cpus if spec.cpus is not None else node_cpus[spec.numa_node] - system_cpus
+        layers = [
+            ("kubeletConfig", stack.kubelet_config),
+            (f"hosts[{host_index}].kubeletConfig", host.kubelet_config),
+        ]
+        if position is not None:
+            layers.append((f"hosts[{host_index}].kubelets[{position}].kubeletConfig", spec.kubelet_config))
         labels = {
             **spec.labels,
             HOST_LABEL: host.name,
@@ -300,6 +311,8 @@ def plan_host(host: HostSpec) -> HostPlan:
                 read_only_port=spec.read_only_port,
                 reserved_cpus=len(online) - len(cpus),
                 layout=InstanceLayout(f"numa{spec.numa_node}"),
+                settings=kubelet_config.resolve(layers, stack.kubelet_version, online, cpus, len(node_cpus)),
+                host_numa_nodes=tuple(sorted(node_cpus)),
                 taints=tuple(Taint(t.key, t.value, t.effect) for t in spec.taints),
             )
         )
@@ -318,8 +331,9 @@ def plan_host(host: HostSpec) -> HostPlan:
 
 def build_plan(config: StackConfig) -> Plan:
     """Turn a validated config into the plan; raise ConfigError on fleet-wide conflicts."""
-    hosts = tuple(plan_host(host) for host in config.hosts)
+    hosts = tuple(plan_host(host, index, config) for index, host in enumerate(config.hosts))
     problems = fleet_problems(config, hosts)
+    problems += [p for host in hosts for k in host.kubelets for p in kubelet_config.settings_problems(k.settings)]
     if problems:
         raise ConfigError(problems)
     return Plan(
@@ -328,6 +342,7 @@ def build_plan(config: StackConfig) -> Plan:
         kubelet_path=config.kubelet_path,
         containerd_path=config.containerd_path,
         demo_enabled=config.demo_enabled,
+        kubelet_version=config.kubelet_version,
     )
 
 
