@@ -127,7 +127,7 @@ def preflight_scripts(host: HostPlan, plan: Plan) -> HostScripts:
         '  if [ ! -x "$binary" ]; then fail "$binary is missing or not executable"; fi\n'
         "done\n",
         'if ! command -v runc >/dev/null 2>&1; then fail "runc is not installed (containerd needs it)"; fi\n',
-        _kubelet_version_check(plan),
+        kubelet_version_check(plan),
         "for tool in flock mountpoint; do\n"
         '  if ! command -v "$tool" >/dev/null 2>&1; then fail "$tool (util-linux) is not installed"; fi\n'
         "done\n",
@@ -157,7 +157,7 @@ def preflight_scripts(host: HostPlan, plan: Plan) -> HostScripts:
     return HostScripts(apply=run_as(host.user, create), delete="true")
 
 
-def _kubelet_version_check(plan: Plan) -> str:
+def kubelet_version_check(plan: Plan) -> str:
     """The host's kubelet must have every option the declared kubeletVersion allows."""
     major, minor = plan.kubelet_version.split(".")
     kubelet = q(plan.kubelet_path)

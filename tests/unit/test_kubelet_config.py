@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import subprocess
+
+import pytest
 import yaml
 
 from numa_kubelets import kubelet_config as kc
 from numa_kubelets import reservations as r
 from numa_kubelets.render import kubelet_config
-from numa_kubelets.scripts import kubelet_scripts, preflight_scripts
+from numa_kubelets.scripts import kubelet_scripts, kubelet_version_check, preflight_scripts
 from tests.testhost import kubelet_standin as standin
 from tests.unit.builders import origin_config, origin_host, plan_of
+from tests.unit.test_scripts import tool
 
 MANAGERS = {"cpuManagerPolicy": "static", "memoryManagerPolicy": "Static", "topologyManagerPolicy": "single-numa-node"}
 
@@ -140,3 +144,22 @@ def test_the_schema_is_the_one_the_stand_in_checks():
     assert set(kc.CPU_MANAGER_OPTIONS.options) == set(standin.CPU_MANAGER_OPTIONS)
     assert set(kc.TOPOLOGY_MANAGER_OPTIONS.options) == set(standin.TOPOLOGY_MANAGER_OPTIONS)
     assert kc.SUPPORTED_KUBELET_VERSIONS[-1] == kc.SCHEMA_KUBELET_VERSION
+
+
+@pytest.mark.parametrize(
+    ("reported", "verdict"),
+    [
+        ("Kubernetes v1.33.0", ""),
+        ("Kubernetes v1.35.2 (numa-kubelets test stand-in, not a kubelet)", ""),
+        ("Kubernetes v1.32.9", "kubelet v1.32.9 is older than kubeletVersion 1.33 of the stack"),
+        ("garbage", "cannot tell the version of"),
+    ],
+)
+def test_the_preflight_version_check_runs(tmp_path, reported, verdict):
+    kubelet = tmp_path / "kubelet"
+    kubelet.write_text(f"#!/bin/sh\necho '{reported}'\n")
+    kubelet.chmod(0o755)
+    plan = plan_of(origin_config(kubeletVersion="1.33", kubeletPath=str(kubelet)))
+    script = 'fail() { echo "$*"; }\n' + kubelet_version_check(plan)
+    result = subprocess.run([tool("dash"), "-eu", "-c", script], capture_output=True, text=True, check=True)
+    assert verdict in result.stdout and bool(verdict) == bool(result.stdout)
