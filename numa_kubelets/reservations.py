@@ -287,10 +287,6 @@ def reconcile_managers_shell(root_dir: str, cpu_identity: str) -> str:
     )
 
 
-def static_extra_or_none(memory_policy: str, extra_bytes: int) -> int | None:
-    return extra_bytes if memory_policy == "Static" else None
-
-
 def read_memory_facts(files: Mapping[str, str], node_ids: Sequence[int]) -> tuple[int, list[NodeMemory]]:
     """Memory facts from file contents keyed by their path relative to a root (for fixtures and probes)."""
     total = parse_meminfo_total_kib(files["proc/meminfo"])
