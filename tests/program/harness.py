@@ -106,6 +106,9 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
 
 @dataclass
 class ProgramRun:
+    # In the order the mock engine saw them, not the program's: the SDK registers each resource
+    # from a thread pool once its inputs resolve, so under load independent ones swap places.
+    # Assert on names, sets or stack outputs, never on positions in this list.
     resources: list[RegisteredResource]
     requests: dict[str, Any]
     outputs: dict[str, Any]
