@@ -24,17 +24,18 @@ import subprocess
 import sys
 from typing import Any
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
 import grpc
 import runtime_v1_subset_pb2 as cri
 import runtime_v1_subset_pb2_grpc as cri_grpc
 from google.protobuf import json_format
 from kubelet_side import ContainerSpec, PodSpec
 
+# Installed as a symlink in /usr/local/bin; Python puts the target's directory, where the generated
+# code lives, first on sys.path. The images are there too.
+CLIENT_DIR = os.path.dirname(os.path.realpath(__file__))
 CRI_API_VERSION = "v1"
 CALL_TIMEOUT_SECONDS = 120.0
-IMAGES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "images")
+IMAGES_DIR = os.path.join(CLIENT_DIR, "images")
 # The namespace the CRI plugin keeps its images and containers in.
 CRI_NAMESPACE = "k8s.io"
 
@@ -192,7 +193,13 @@ class Client:
 
 
 def as_json(message: Any) -> Any:
-    return json_format.MessageToDict(message, preserving_proto_field_name=True)
+    """With fields at their default: SANDBOX_READY and CONTAINER_CREATED are enum value 0."""
+    try:
+        return json_format.MessageToDict(
+            message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+        )
+    except TypeError:  # protobuf before 5.26 (Debian 12 and 13 ship 3.21)
+        return json_format.MessageToDict(message, preserving_proto_field_name=True, including_default_value_fields=True)
 
 
 def main(argv: list[str]) -> int:

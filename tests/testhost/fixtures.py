@@ -2,7 +2,7 @@
 
 Import them into a conftest.py:
 
-    from tests.testhost.fixtures import testhost_image, numa_host, boot_testhost  # noqa: F401
+    from tests.testhost.fixtures import testhost_image, testhost_image_of, numa_host, boot_testhost  # noqa: F401
 
 Booting costs about 25 s of TCG emulation on 2 host cores, so the origin
 machine (`numa_host`) is booted once per session and shared; tests that

@@ -48,6 +48,7 @@ PACKAGES = (
     "python3-grpcio",
     "python3-grpc-tools",
     "python3-protobuf",
+    "python3-pkg-resources",  # grpc_tools.protoc imports it
     # the test container images are made of busybox (tests/cri/build_test_images.py)
     "busybox-static",
     # the kubelet stand-in is a Python script
