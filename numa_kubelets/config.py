@@ -125,6 +125,14 @@ class DemoSpec(StrictModel):
     ready_timeout: Duration = Field(default="10m", alias="readyTimeout")
 
 
+class ContainerdSpec(StrictModel):
+    # Air-gapped clusters: the pod sandbox ("pause") image every containerd instance uses, from a
+    # registry mirror or imported beforehand. None: containerd's own default.
+    sandbox_image: Annotated[StrictStr, AfterValidator(v.check_image)] | None = Field(
+        default=None, alias="sandboxImage"
+    )
+
+
 class StackConfig(StrictModel):
     hosts: list[HostSpec] = Field(min_length=1)
     ssh_private_key: SecretStr | None = Field(default=None, alias="sshPrivateKey")
@@ -141,6 +149,7 @@ class StackConfig(StrictModel):
     containerd_path: AbsolutePath = Field(default="/usr/bin/containerd", alias="containerdPath")
     kubelet_config: dict[str, Any] = Field(default_factory=dict, alias="kubeletConfig")
     kubelet_version: StrictStr = Field(default=kubelet_configuration.DEFAULT_KUBELET_VERSION, alias="kubeletVersion")
+    containerd: ContainerdSpec = Field(default_factory=ContainerdSpec)
 
     @property
     def demo_enabled(self) -> bool:
@@ -148,7 +157,7 @@ class StackConfig(StrictModel):
 
 
 # Keys whose Pulumi config value is a JSON document rather than a plain string.
-_STRUCTURED_KEYS = {"hosts", "cluster", "demo", "kubeletConfig"}
+_STRUCTURED_KEYS = {"hosts", "cluster", "demo", "kubeletConfig", "containerd"}
 
 
 def decode_pulumi_values(values: Mapping[str, str]) -> dict[str, Any]:

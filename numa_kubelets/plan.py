@@ -258,6 +258,7 @@ class Plan:
     containerd_path: str
     demo_enabled: bool
     kubelet_version: str = kubelet_config.DEFAULT_KUBELET_VERSION
+    sandbox_image: str | None = None
 
     @property
     def kubelets(self) -> tuple[KubeletPlan, ...]:
@@ -343,6 +344,7 @@ def build_plan(config: StackConfig) -> Plan:
         containerd_path=config.containerd_path,
         demo_enabled=config.demo_enabled,
         kubelet_version=config.kubelet_version,
+        sandbox_image=config.containerd.sandbox_image,
     )
 
 

@@ -305,6 +305,7 @@ def summary(plan: Plan) -> str:
         f"- kubelets: {target}\n",
         f"- demo pods: {'enabled' if plan.demo_enabled else 'disabled'}\n",
         f"- kubelet binary: {plan.kubelet_path}; containerd binary: {plan.containerd_path}\n",
+        f"- pod sandbox image: {plan.sandbox_image or 'containerd default'}\n",
         f"- {len(plan.hosts)} host(s), {len(plan.kubelets)} kubelet(s)\n",
         "\n",
         "| host | NUMA node | CPUs | memory node | port | healthz port | read-only port | node name | slice | labels |\n",

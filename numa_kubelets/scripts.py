@@ -12,6 +12,7 @@ Rules every script follows:
 from __future__ import annotations
 
 import hashlib
+import posixpath
 import shlex
 from dataclasses import dataclass
 
@@ -29,6 +30,8 @@ from .render import (
 )
 
 MIN_SYSTEMD = 244
+# containerd versions that read the version-2 config render.py writes (2.x migrates it on load).
+SUPPORTED_CONTAINERD = ("1.6", "1.7", "2")
 PENDING_DIR = "/run/numa-kubelets/pending"
 q = shlex.quote
 
@@ -128,6 +131,7 @@ def preflight_scripts(host: HostPlan, plan: Plan) -> HostScripts:
         "done\n",
         'if ! command -v runc >/dev/null 2>&1; then fail "runc is not installed (containerd needs it)"; fi\n',
         kubelet_version_check(plan),
+        _containerd_version_check(plan.containerd_path),
         "for tool in flock mountpoint; do\n"
         '  if ! command -v "$tool" >/dev/null 2>&1; then fail "$tool (util-linux) is not installed"; fi\n'
         "done\n",
@@ -150,7 +154,8 @@ def preflight_scripts(host: HostPlan, plan: Plan) -> HostScripts:
         f'  printf "numa-kubelets preflight failed on host %s:%s\\n" {q(host.name)} "$problems" >&2\n'
         "  exit 1\n"
         "fi\n"
-        f"echo {q(f'numa-kubelets preflight passed on host {host.name}')}\n"
+        f"echo {q(f'numa-kubelets preflight passed on host {host.name}')}"
+        ' "(systemd $systemd_version, containerd $containerd_version, $runc_version)"\n'
     )
     # The preflight changes nothing, so the marker/atomic-write prelude is not needed.
     create = f"# numa-kubelets: preflight of host {host.name}\nset -eu\n" + "".join(checks)
@@ -171,6 +176,25 @@ def kubelet_version_check(plan: Plan) -> str:
         f'    fail "kubelet $kubelet_version is older than kubeletVersion {plan.kubelet_version} of the stack"\n'
         "  fi\n"
         "fi\n"
+    )
+
+
+def _containerd_version_check(containerd_path: str) -> str:
+    """Sets containerd_version and runc_version (reported by the preflight); fails on a containerd
+    that may not read the rendered config. Debian prints `1.6.20~ds1`, upstream `v1.7.24`."""
+    patterns = "|".join(f"{version}.*" for version in SUPPORTED_CONTAINERD)
+    supported = ", ".join(f"{version}.x" for version in SUPPORTED_CONTAINERD)
+    return (
+        f"containerd_version=$({q(containerd_path)} --version 2>/dev/null | awk 'NR == 1 {{ print $3 }}' || true)\n"
+        "containerd_version=${containerd_version#v}\n"
+        'case "$containerd_version" in\n'
+        f"  ({patterns}) ;;\n"
+        # A missing binary is reported above; an unreadable version only for a binary that is there.
+        f'  ("") if [ -x {q(containerd_path)} ]; then fail "cannot tell the version of {containerd_path}"; fi\n'
+        "       containerd_version=unknown;;\n"
+        f'  (*) fail "containerd $containerd_version is not supported: the rendered config is read by containerd {supported}";;\n'
+        "esac\n"
+        "runc_version=$(runc --version 2>/dev/null | awk 'NR == 1 { print $1 \" \" $3 }' || true)\n"
     )
 
 
@@ -251,8 +275,9 @@ def containerd_scripts(host: HostPlan, kubelet: KubeletPlan, plan: Plan) -> Host
     apply_steps.append(_restart_if_pending(unit))
     kubepods = f"{layout.instance}-kubepods.slice"
     remove_steps = [
+        _pod_leftovers(layout.containerd_socket, f"/sys/fs/cgroup/{layout.slice}/{kubepods}", plan.containerd_path),
         # Pods first: with KillMode=process, stopping containerd leaves shims and containers.
-        f"systemctl stop {q(kubepods)} 2>/dev/null || true\n",
+        _stop_pods(kubepods, f"/sys/fs/cgroup/{layout.slice}/{kubepods}"),
         _stop_for_good(unit),
         # Shims left behind by KillMode=process.
         f"systemctl kill --signal=KILL {q(unit)} 2>/dev/null || true\n",
@@ -262,11 +287,56 @@ def containerd_scripts(host: HostPlan, kubelet: KubeletPlan, plan: Plan) -> Host
         f"rm -rf {q(layout.containerd_root)} {q(layout.containerd_state)}\n",
         # The mount point systemd made for BindPaths; a host's own containerd keeps it busy.
         f"rmdir {q(layout.config_dir)} /etc/numa-kubelets {q(SHARED_CONTAINERD_RUN)} 2>/dev/null || true\n",
+        'for netns in $pod_netns; do umount "$netns" 2>/dev/null || true; rm -f "$netns"; done\n',
+        'for scope in $pod_scopes; do systemctl reset-failed "$scope" 2>/dev/null || true; done\n',
         f"forget {q(unit)}\n",
         "systemctl daemon-reload\n",
     ]
     title = f"{unit} on host {host.name}"
     return _host_scripts(host, title, apply_steps, f"remove {unit} and its state from host {host.name}", remove_steps)
+
+
+POD_STOP_GRACE_SECONDS = 10
+
+
+def _stop_pods(kubepods: str, kubepods_cgroup: str) -> str:
+    """SIGTERM to every pod process, SIGKILL to what is left after a grace period, then stop.
+
+    A plain `systemctl stop` waits TimeoutStopSec (90 s) per container scope whose PID 1 has no
+    SIGTERM handler: the kernel drops that signal for a PID namespace's init (pid_namespaces(7))."""
+    events = f"{kubepods_cgroup}/cgroup.events"
+    return (
+        f"if [ -e {q(events)} ]; then\n"
+        f"  systemctl kill --signal=TERM {q(kubepods)} 2>/dev/null || true\n"
+        f"  waited=0\n"
+        f"  while ! grep -qx 'populated 0' {q(events)} 2>/dev/null && [ $waited -lt {POD_STOP_GRACE_SECONDS} ]; do\n"
+        "    sleep 1; waited=$((waited + 1))\n"
+        "  done\n"
+        f"  systemctl kill --signal=KILL {q(kubepods)} 2>/dev/null || true\n"
+        "fi\n"
+        f"systemctl stop {q(kubepods)} 2>/dev/null || true\n"
+    )
+
+
+def _pod_leftovers(socket: str, kubepods_cgroup: str, containerd_path: str) -> str:
+    """Sets pod_netns and pod_scopes: what the instance's pods leave outside its directories when
+    they are killed without a kubelet's teardown. containerd records each sandbox's CNI network
+    namespace (a bind mount under /var/run/netns); a killed container's scope stays a failed unit.
+    Read before the pods are stopped; the CNI plugins' own state (IPAM leases) is not touched."""
+    ctr = posixpath.join(posixpath.dirname(containerd_path), "ctr")
+    sandboxes = 'labels."io.cri-containerd.kind"==sandbox'
+    return (
+        f"ctr={q(ctr)}\n"
+        '[ -x "$ctr" ] || ctr=$(command -v ctr || true)\n'
+        "pod_netns=\n"
+        'if [ -n "$ctr" ]; then\n'
+        f'  for id in $("$ctr" --address {q(socket)} -n k8s.io containers ls -q {q(sandboxes)} 2>/dev/null || true); do\n'
+        f'    pod_netns="$pod_netns $("$ctr" --address {q(socket)} -n k8s.io containers info "$id" 2>/dev/null'
+        " | grep -o '/var/run/netns/cni-[0-9a-f-]*' | head -n 1 || true)\"\n"
+        "  done\n"
+        "fi\n"
+        f"pod_scopes=$(find {q(kubepods_cgroup)} -name '*.scope' -type d -exec basename {{}} \\; 2>/dev/null || true)\n"
+    )
 
 
 def _unmount_below(directory: str) -> str:
