@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -73,6 +73,9 @@ DnsName = Annotated[StrictStr, AfterValidator(v.check_dns_name)]
 AbsolutePath = Annotated[StrictStr, AfterValidator(v.check_absolute_path)]
 LabelKey = Annotated[StrictStr, AfterValidator(v.check_label_key)]
 LabelValue = Annotated[StrictStr, AfterValidator(v.check_label_value)]
+InterfaceName = Annotated[StrictStr, AfterValidator(v.check_interface_name)]
+IPv4Address = Annotated[StrictStr, AfterValidator(v.check_ipv4_address)]
+IPv4Cidr = Annotated[StrictStr, AfterValidator(v.check_ipv4_interface)]
 
 
 class StrictModel(BaseModel):
@@ -98,6 +101,20 @@ class KubeletSpec(StrictModel):
     port: Port | None = None
     healthz_port: Port | None = Field(default=None, alias="healthzPort")
     read_only_port: Annotated[StrictInt, Field(alias="readOnlyPort", ge=0, le=MAX_PORT)] = 0
+    address: IPv4Cidr | None = None  # namespace mode: the node IP with its prefix length
+    device: InterfaceName | None = None  # uplink device: the interface moved into the namespace
+
+
+class NetworkSpec(StrictModel):
+    """hosts[].network; the checks across its fields are in network.py."""
+
+    mode: Literal["host", "namespace"] = "host"
+    uplink: Literal["macvlan", "ipvlan", "device"] | None = None
+    parent: InterfaceName | None = None
+    gateway: IPv4Address | None = None
+    mtu: Annotated[StrictInt, Field(ge=576, le=65535)] | None = None
+    dns: list[IPv4Address] | None = None
+    private_paths: list[AbsolutePath] | None = Field(default=None, alias="privatePaths")
 
 
 class HostSpec(StrictModel):
@@ -109,6 +126,7 @@ class HostSpec(StrictModel):
     numa_nodes: list[NumaNodeSpec] = Field(alias="numaNodes", min_length=1)
     system_cpus: CpuList | None = Field(default=None, alias="systemCpus")
     kubelets: list[KubeletSpec] | None = None
+    network: NetworkSpec = Field(default_factory=NetworkSpec)
 
 
 class ClusterSpec(StrictModel):

@@ -21,6 +21,11 @@ def hosts_output(plan: Plan) -> dict[str, Any]:
                     "labels": kubelet.label_map,
                     "slice": kubelet.layout.slice,
                     "unit": kubelet.layout.kubelet_unit,
+                    **(
+                        {"address": kubelet.network.address, "netns": kubelet.network.netns}
+                        if kubelet.network is not None
+                        else {}
+                    ),
                 }
                 for kubelet in host.kubelets
             },

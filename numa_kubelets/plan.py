@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import network
 from .config import ConfigError, HostSpec, KubeletSpec, Problem, StackConfig, default_system_cpus
 from .cpulist import CpuSet
+from .network import HostNetwork, KubeletNetwork
 
 BASE_PORT = 10250
 BASE_HEALTHZ_PORT = 10248
@@ -152,6 +154,7 @@ class KubeletPlan:
     read_only_port: int
     reserved_cpus: int  # CPUs of the machine outside this kubelet's slice, as systemReserved.cpu
     layout: InstanceLayout
+    network: KubeletNetwork | None = None  # namespace mode only
 
     @property
     def label_map(self) -> dict[str, str]:
@@ -176,6 +179,10 @@ class KubeletPlan:
         return f"{self.resource_name}-kubelet"
 
     @property
+    def netns_command(self) -> str:
+        return f"{self.resource_name}-netns"
+
+    @property
     def user_labels(self) -> dict[str, str]:
         return {k: v for k, v in self.labels if k not in (HOST_LABEL, NUMA_NODE_LABEL)}
 
@@ -191,6 +198,7 @@ class HostPlan:
     system_cpus: CpuSet
     system_mems: CpuSet
     kubelets: tuple[KubeletPlan, ...]
+    network: HostNetwork | None = None  # namespace mode only
 
     @property
     def preflight_command(self) -> str:
@@ -237,7 +245,10 @@ def kubelet_specs(host: HostSpec) -> list[tuple[int | None, KubeletSpec]]:
     return sorted(specs, key=lambda item: item[1].numa_node)
 
 
-def plan_host(host: HostSpec) -> HostPlan:
+def plan_host(host: HostSpec, with_network: bool = True) -> HostPlan:
+    """`with_network=False` plans ports and CPUs only, for a host whose network settings have problems."""
+    namespaced = network.is_namespace_mode(host)
+    host_network = network.plan_host_network(host) if with_network else None
     node_cpus = {node.id: node.cpus for node in host.numa_nodes}
     system_cpus = host.system_cpus if host.system_cpus is not None else default_system_cpus(host)
     online = CpuSet()
@@ -251,6 +262,9 @@ def plan_host(host: HostSpec) -> HostPlan:
             HOST_LABEL: host.name,
             NUMA_NODE_LABEL: str(spec.numa_node),
         }
+        # In namespace mode each kubelet has the port space of its own namespace.
+        port_offset = 0 if namespaced else PORT_STRIDE * index
+        instance = f"numa{spec.numa_node}"
         kubelets.append(
             KubeletPlan(
                 host=host.name,
@@ -261,13 +275,12 @@ def plan_host(host: HostSpec) -> HostPlan:
                 mems=CpuSet([spec.numa_node]),
                 labels=tuple(sorted(labels.items())),
                 max_pods=spec.max_pods,
-                port=spec.port if spec.port is not None else BASE_PORT + PORT_STRIDE * index,
-                healthz_port=spec.healthz_port
-                if spec.healthz_port is not None
-                else BASE_HEALTHZ_PORT + PORT_STRIDE * index,
+                port=spec.port if spec.port is not None else BASE_PORT + port_offset,
+                healthz_port=spec.healthz_port if spec.healthz_port is not None else BASE_HEALTHZ_PORT + port_offset,
                 read_only_port=spec.read_only_port,
                 reserved_cpus=len(online) - len(cpus),
-                layout=InstanceLayout(f"numa{spec.numa_node}"),
+                layout=InstanceLayout(instance),
+                network=network.plan_kubelet_network(host_network, spec, instance),
             )
         )
     return HostPlan(
@@ -280,13 +293,15 @@ def plan_host(host: HostSpec) -> HostPlan:
         system_cpus=system_cpus,
         system_mems=CpuSet(node_cpus),
         kubelets=tuple(kubelets),
+        network=host_network,
     )
 
 
 def build_plan(config: StackConfig) -> Plan:
     """Turn a validated config into the plan; raise ConfigError on fleet-wide conflicts."""
-    hosts = tuple(plan_host(host) for host in config.hosts)
-    problems = fleet_problems(config, hosts)
+    network_problems = network.network_problems(config)
+    hosts = tuple(plan_host(host, with_network=not network_problems) for host in config.hosts)
+    problems = network_problems + fleet_problems(config, hosts)
     if problems:
         raise ConfigError(problems)
     return Plan(
@@ -330,9 +345,13 @@ def fleet_problems(config: StackConfig, hosts: tuple[HostPlan, ...]) -> list[Pro
             )
         endpoints.setdefault(endpoint, host_index)
 
+        namespaced = network.is_namespace_mode(config.hosts[host_index])
         taken: dict[int, str] = dict(RESERVED_PORTS.items())
         taken[host.ssh_port] = "sshd"
         for kubelet in host.kubelets:
+            if namespaced:
+                # Its own namespace: only the node components that would run there too.
+                taken = dict(RESERVED_PORTS.items())
             path = kubelet_config_path(config, host_index, kubelet.numa_node)
             explicit = ".kubelets[" in path
             if kubelet.node_name in node_names:

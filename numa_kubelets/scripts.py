@@ -15,6 +15,7 @@ import hashlib
 import shlex
 from dataclasses import dataclass
 
+from . import network
 from .plan import SHARED_CONTAINERD_RUN, SHARED_DEVICE_PLUGINS_DIR, UNSHARE, HostPlan, KubeletPlan, Plan
 from .render import (
     HOST_SERVICE_UNITS,
@@ -23,6 +24,7 @@ from .render import (
     containerd_files,
     host_service_dropins,
     kubelet_files,
+    netns_files,
     slice_unit,
 )
 
@@ -142,6 +144,7 @@ def preflight_scripts(host: HostPlan, plan: Plan) -> HostScripts:
         f'if [ "$(cat /sys/devices/system/cpu/online)" != {q(host.online_cpus.format())} ]; then '
         f'fail "online CPUs are $(cat /sys/devices/system/cpu/online), the configuration declares {host.online_cpus.format()}"; fi\n'
     )
+    checks.extend(network.preflight_checks(tuple(k.network for k in host.kubelets if k.network is not None)))
     checks.append(
         'if [ -n "$problems" ]; then\n'
         f'  printf "numa-kubelets preflight failed on host %s:%s\\n" {q(host.name)} "$problems" >&2\n'
@@ -255,6 +258,49 @@ def _unmount_below(directory: str) -> str:
         f"findmnt -rn -o TARGET | awk -v d={q(directory)} 'index($0, d \"/\") == 1' | sort -r | "
         'while read -r target; do umount -l "$target" || true; done\n'
     )
+
+
+# ---------------------------------------------------------------- network namespace (namespace mode)
+
+
+def netns_scripts(host: HostPlan, kubelet: KubeletPlan) -> HostScripts:
+    """numa-netns@numa<N>.service and the private copies of the CNI agents' host paths.
+
+    A change is applied in place (`systemctl reload` runs the idempotent up script again), so
+    containerd and the kubelet, which require the unit, keep running.
+    """
+    kubelet_network = kubelet.network
+    if kubelet_network is None:
+        raise ValueError(f"{kubelet.node_name} is not in namespace mode")
+    unit = kubelet_network.unit
+    files = netns_files(kubelet_network)
+    apply_steps = [write_file_step(file, unit) for file in files]
+    apply_steps.append(
+        f"if is_pending {q(unit)}; then\n"
+        "  systemctl daemon-reload\n"
+        f"  systemctl enable --quiet {q(unit)}\n"
+        f"  if systemctl is-active --quiet {q(unit)}; then systemctl reload {q(unit)}; fi\n"
+        f"  done_pending {q(unit)}\n"
+        "fi\n"
+        f"systemctl enable --quiet {q(unit)}\n"
+        f"systemctl start {q(unit)}\n"
+    )
+    ns = q(kubelet_network.netns)
+    remove_steps = [
+        _stop_for_good(unit),
+        # Also when the unit never ran its stop: nothing of ours stays in the host's tables.
+        f"if [ -e {q(kubelet_network.netns_path)} ]; then /bin/sh {q(kubelet_network.down_script)} 2>/dev/null || "
+        f"ip netns delete {ns}; fi\n",
+        f"rm -f {' '.join(q(f.path) for f in files)}\n",
+        f"rmdir {q(kubelet_network.netns_etc_resolv_conf.rsplit('/', 1)[0])} /etc/netns 2>/dev/null || true\n",
+        f"rm -rf {q(kubelet_network.private_dir)}\n",
+        network.REMOVE_CREATED_MOUNT_POINTS,
+        f"rmdir {q(kubelet.layout.config_dir)} /etc/numa-kubelets 2>/dev/null || true\n",
+        f"forget {q(unit)}\n",
+        "systemctl daemon-reload\n",
+    ]
+    title = f"{unit} on host {host.name}: {kubelet_network.describe()}"
+    return _host_scripts(host, title, apply_steps, f"remove {unit} from host {host.name}", remove_steps)
 
 
 # ---------------------------------------------------------------- kubelet

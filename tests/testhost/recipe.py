@@ -33,6 +33,10 @@ PACKAGES = (
     "util-linux",
     "procps",
     "numactl",
+    # namespace mode: duplicate address detection (arping -D) in the preflight, and the CNI
+    # plugins (bridge, host-local) a pod sandbox of a namespaced containerd is wired with
+    "iputils-arping",
+    "containernetworking-plugins",
     # container runtime: real, one instance per NUMA node run by the product
     "containerd",
     "runc",
