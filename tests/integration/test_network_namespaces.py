@@ -11,7 +11,9 @@ apply, checks, re-apply, live change, mode change to host and back, reboot, dest
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import itertools
 import shlex
 import threading
 import time
@@ -27,9 +29,7 @@ from tests.testhost.ssh import SshSession
 q = shlex.quote
 ADDRESSES = {0: "10.0.2.21/24", 1: "10.0.2.22/24"}
 GATEWAY = "10.0.2.2"  # qemu's user-network gateway: answers TCP with a reset
-UNITS = tuple(
-    f"{kind}@numa{numa}.service" for numa in (0, 1) for kind in ("numa-netns", "containerd", "kubelet")
-)
+UNITS = tuple(f"{kind}@numa{numa}.service" for numa in (0, 1) for kind in ("numa-netns", "containerd", "kubelet"))
 # What must read the same before the first apply and after destroy.
 HOST_NETWORK_STATE = {
     "links": "ip -d link show | sed -E 's/^[0-9]+: //'",
@@ -67,7 +67,7 @@ class SshTicker:
 
     def longest_gap(self) -> float:
         points = [*self.ticks, time.monotonic()]
-        return max(b - a for a, b in zip(points, points[1:], strict=False)) if len(points) > 1 else 0.0
+        return max(b - a for a, b in itertools.pairwise(points)) if len(points) > 1 else 0.0
 
     def assert_alive(self, what: str) -> None:
         # TCG on 2 shared cores stalls now and then; a dropped route or address never recovers.
@@ -221,7 +221,9 @@ def test_kubelet_volume_mounts_still_reach_containerd(namespaced):
     view = namespaced["view"]
     kubelet, containerd = view.main_pid("kubelet@numa1.service"), view.main_pid("containerd@numa1.service")
     volume = "/var/lib/kubelet-numa1/pods/probe/volumes/token"
-    view.sh(f"mkdir -p {volume} && nsenter -t {kubelet} -m sh -c 'mount -t tmpfs tmpfs {volume} && echo s > {volume}/t'")
+    view.sh(
+        f"mkdir -p {volume} && nsenter -t {kubelet} -m sh -c 'mount -t tmpfs tmpfs {volume} && echo s > {volume}/t'"
+    )
     try:
         assert view.sh(f"nsenter -t {containerd} -m cat {volume}/t") == "s"
     finally:
@@ -278,10 +280,9 @@ def test_a_reboot_rebuilds_the_namespaces_before_the_runtimes_start(numa_host, n
     view = namespaced["view"]
     namespaced["ticker"].stop()
     with stopwatch("namespace mode: reboot to SSH"):
-        try:
+        # The connection may go down before the command returns.
+        with contextlib.suppress(Exception):
             numa_host.run("systemctl reboot", check=False, timeout=30)
-        except Exception:  # the connection may go down before the command returns
-            pass
         numa_host.disconnect()
         time.sleep(5)
         deadline = time.monotonic() + 300
