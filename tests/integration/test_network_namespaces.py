@@ -28,6 +28,7 @@ from tests.testhost.ssh import SshSession
 
 q = shlex.quote
 ADDRESSES = {0: "10.0.2.21/24", 1: "10.0.2.22/24"}
+STALL_LIMIT = 90.0  # seconds without a tick that count as a drop
 GATEWAY = "10.0.2.2"  # qemu's user-network gateway: answers TCP with a reset
 UNITS = tuple(f"{kind}@numa{numa}.service" for numa in (0, 1) for kind in ("numa-netns", "containerd", "kubelet"))
 # What must read the same before the first apply and after destroy.
@@ -70,10 +71,12 @@ class SshTicker:
         return max(b - a for a, b in itertools.pairwise(points)) if len(points) > 1 else 0.0
 
     def assert_alive(self, what: str) -> None:
-        # TCG on 2 shared cores stalls now and then; a dropped route or address never recovers.
+        # A TCG guest on 2 shared cores starves for 20 s and more under load (measured: 22.6 s
+        # during a first apply); an address or route taken from the NIC does not come back, so
+        # the ticks would stop for good or the connection would end.
         assert not self.ended_early, f"the SSH connection dropped during {what}"
         assert self.ticks, "no tick ever arrived"
-        assert self.longest_gap() < 20, f"SSH stalled for {self.longest_gap():.1f} s during {what}"
+        assert self.longest_gap() < STALL_LIMIT, f"SSH stalled for {self.longest_gap():.1f} s during {what}"
 
     def stop(self) -> None:
         self.stopping = True
@@ -82,7 +85,8 @@ class SshTicker:
 
 
 def parent_interface(view: HostView) -> str:
-    return view.sh("ip -o -4 route show default | awk '{ print $5 }'")
+    """The guest's NIC (qemu's restricted user network hands out no default route)."""
+    return view.sh("ip -o -4 addr show scope global | awk '{ print $2; exit }'")
 
 
 def namespace_stack(host, parent: str) -> dict:
@@ -186,8 +190,10 @@ def test_namespaces_reach_each_other_and_the_gateway_over_the_uplink(namespaced)
     assert time.monotonic() - started < 15
 
 
-def ctr(numa: int, arguments: str) -> str:
-    return f"ctr -a /run/containerd-numa{numa}/containerd.sock -n numa-kubelets-test {arguments}"
+def ctr(view: HostView, numa: int, arguments: str) -> str:
+    """ctr inside containerd's mount namespace: its FIFOs must be where the shim looks (the private /run/containerd)."""
+    pid = view.main_pid(f"containerd@numa{numa}.service")
+    return f"nsenter -t {pid} -m ctr -a /run/containerd-numa{numa}/containerd.sock -n numa-kubelets-test {arguments}"
 
 
 ROOTFS = "/var/tmp/numa-kubelets-test-rootfs"
@@ -203,6 +209,7 @@ def test_a_host_network_container_lives_in_the_namespace_and_cni_paths_are_priva
     try:
         for numa in (0, 1):
             run = ctr(
+                view,
                 numa,
                 f"run --rm --net-host --runc-systemd-cgroup --cgroup numa{numa}.slice:numa-kubelets-test:probe{numa} "
                 f"--rootfs --mount type=bind,src=/usr,dst=/usr,options=rbind:ro "
