@@ -142,6 +142,14 @@ class DemoSpec(StrictModel):
     ready_timeout: Annotated[StrictStr, AfterValidator(v.check_duration)] = Field(default="10m", alias="readyTimeout")
 
 
+class ContainerdSpec(StrictModel):
+    # Air-gapped clusters: the pod sandbox ("pause") image every containerd instance uses, from a
+    # registry mirror or imported beforehand. None: containerd's own default.
+    sandbox_image: Annotated[StrictStr, AfterValidator(v.check_image)] | None = Field(
+        default=None, alias="sandboxImage"
+    )
+
+
 class StackConfig(StrictModel):
     hosts: list[HostSpec] = Field(min_length=1)
     ssh_private_key: SecretStr | None = Field(default=None, alias="sshPrivateKey")
@@ -156,6 +164,7 @@ class StackConfig(StrictModel):
     demo: DemoSpec = Field(default_factory=DemoSpec)
     kubelet_path: AbsolutePath = Field(default="/usr/bin/kubelet", alias="kubeletPath")
     containerd_path: AbsolutePath = Field(default="/usr/bin/containerd", alias="containerdPath")
+    containerd: ContainerdSpec = Field(default_factory=ContainerdSpec)
 
     @property
     def demo_enabled(self) -> bool:
@@ -163,7 +172,7 @@ class StackConfig(StrictModel):
 
 
 # Keys whose Pulumi config value is a JSON document rather than a plain string.
-_STRUCTURED_KEYS = {"hosts", "cluster", "demo"}
+_STRUCTURED_KEYS = {"hosts", "cluster", "demo", "containerd"}
 
 
 def decode_pulumi_values(values: Mapping[str, str]) -> dict[str, Any]:

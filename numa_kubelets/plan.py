@@ -229,6 +229,7 @@ class Plan:
     kubelet_path: str
     containerd_path: str
     demo_enabled: bool
+    sandbox_image: str | None = None
 
     @property
     def kubelets(self) -> tuple[KubeletPlan, ...]:
@@ -310,6 +311,7 @@ def build_plan(config: StackConfig) -> Plan:
         kubelet_path=config.kubelet_path,
         containerd_path=config.containerd_path,
         demo_enabled=config.demo_enabled,
+        sandbox_image=config.containerd.sandbox_image,
     )
 
 

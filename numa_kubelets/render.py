@@ -87,9 +87,13 @@ def slice_unit(kubelet: KubeletPlan) -> HostFile:
     )
 
 
-def containerd_config(kubelet: KubeletPlan) -> HostFile:
+def containerd_config(kubelet: KubeletPlan, sandbox_image: str | None = None) -> HostFile:
+    """A version-2 config: containerd 1.6 and 1.7 read it as it is, 2.x migrates it on load
+    (`sandbox_image` becomes `[plugins.'io.containerd.cri.v1.images'.pinned_images] sandbox`)."""
     layout = kubelet.layout
     cri = 'plugins."io.containerd.grpc.v1.cri"'
+    # A validated image reference: no quote or backslash can end the TOML string early.
+    sandbox = f'  sandbox_image = "{sandbox_image}"\n' if sandbox_image else ""
     return HostFile(
         layout.containerd_config,
         HEADER
@@ -103,6 +107,7 @@ def containerd_config(kubelet: KubeletPlan) -> HostFile:
         + "\n[debug]\n"
         + f'  address = "{layout.containerd_state}/debug.sock"\n'
         + f"\n[{cri}]\n"
+        + sandbox
         + '  stream_server_address = "127.0.0.1"\n'
         + '  stream_server_port = "0"\n'
         + f"\n[{cri}.containerd.runtimes.runc]\n"
@@ -329,7 +334,7 @@ def kubelet_files(kubelet: KubeletPlan, plan: Plan) -> list[HostFile]:
 
 
 def containerd_files(kubelet: KubeletPlan, plan: Plan) -> list[HostFile]:
-    return [containerd_config(kubelet), containerd_unit(kubelet, plan.containerd_path)]
+    return [containerd_config(kubelet, plan.sandbox_image), containerd_unit(kubelet, plan.containerd_path)]
 
 
 def netns_files(kubelet_network: network.KubeletNetwork) -> list[HostFile]:

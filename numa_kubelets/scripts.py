@@ -29,6 +29,8 @@ from .render import (
 )
 
 MIN_SYSTEMD = 244
+# containerd versions that read the version-2 config render.py writes (2.x migrates it on load).
+SUPPORTED_CONTAINERD = ("1.6", "1.7", "2")
 PENDING_DIR = "/run/numa-kubelets/pending"
 q = shlex.quote
 
@@ -127,6 +129,7 @@ def preflight_scripts(host: HostPlan, plan: Plan) -> HostScripts:
         '  if [ ! -x "$binary" ]; then fail "$binary is missing or not executable"; fi\n'
         "done\n",
         'if ! command -v runc >/dev/null 2>&1; then fail "runc is not installed (containerd needs it)"; fi\n',
+        _containerd_version_check(plan.containerd_path),
         "for tool in flock mountpoint; do\n"
         '  if ! command -v "$tool" >/dev/null 2>&1; then fail "$tool (util-linux) is not installed"; fi\n'
         "done\n",
@@ -150,11 +153,31 @@ def preflight_scripts(host: HostPlan, plan: Plan) -> HostScripts:
         f'  printf "numa-kubelets preflight failed on host %s:%s\\n" {q(host.name)} "$problems" >&2\n'
         "  exit 1\n"
         "fi\n"
-        f"echo {q(f'numa-kubelets preflight passed on host {host.name}')}\n"
+        f"echo {q(f'numa-kubelets preflight passed on host {host.name}')}"
+        ' "(systemd $systemd_version, containerd $containerd_version, $runc_version)"\n'
     )
     # The preflight changes nothing, so the marker/atomic-write prelude is not needed.
     create = f"# numa-kubelets: preflight of host {host.name}\nset -eu\n" + "".join(checks)
     return HostScripts(apply=run_as(host.user, create), delete="true")
+
+
+def _containerd_version_check(containerd_path: str) -> str:
+    """Sets containerd_version and runc_version (reported by the preflight); fails on a containerd
+    that may not read the rendered config. Debian prints `1.6.20~ds1`, upstream `v1.7.24`."""
+    patterns = "|".join(f"{version}.*" for version in SUPPORTED_CONTAINERD)
+    supported = ", ".join(f"{version}.x" for version in SUPPORTED_CONTAINERD)
+    return (
+        f"containerd_version=$({q(containerd_path)} --version 2>/dev/null | awk 'NR == 1 {{ print $3 }}' || true)\n"
+        "containerd_version=${containerd_version#v}\n"
+        'case "$containerd_version" in\n'
+        f"  ({patterns}) ;;\n"
+        # A missing binary is reported above; an unreadable version only for a binary that is there.
+        f'  ("") if [ -x {q(containerd_path)} ]; then fail "cannot tell the version of {containerd_path}"; fi\n'
+        "       containerd_version=unknown;;\n"
+        f'  (*) fail "containerd $containerd_version is not supported: the rendered config is read by containerd {supported}";;\n'
+        "esac\n"
+        "runc_version=$(runc --version 2>/dev/null | awk 'NR == 1 { print $1 \" \" $3 }' || true)\n"
+    )
 
 
 # ---------------------------------------------------------------- host services

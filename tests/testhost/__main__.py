@@ -18,6 +18,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from . import recipe
 from .host import DEFAULT_MEMORY_MIB, TestHost, boot
 from .image import DEFAULT_CACHE_DIR, ensure_image
 from .tools import TestHostError, require_tools
@@ -33,6 +34,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--workdir", type=Path, default=None, help="state of the running VM (default: <cache dir>/run)")
     commands = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument(
+        "--suite", choices=recipe.SUITES, default=recipe.DEFAULT_SUITE, help="Debian release (default: %(default)s)"
+    )
     commands.add_parser("build", help="build the image unless the cached one is current")
     boot_parser = commands.add_parser("boot", help="boot a test host and leave it running")
     boot_parser.add_argument(
@@ -61,11 +65,13 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         if args.command == "build":
-            image = ensure_image(args.cache_dir)
+            image = ensure_image(args.cache_dir, args.suite)
             print(f"image: {image.directory}\nhostKey: {image.host_key}\nkey: {image.key_path}")
         elif args.command == "boot":
             _refuse_if_running(workdir)
-            host = boot(args.nodes, workdir, args.port, cache_dir=args.cache_dir, memory_mib=args.memory)
+            host = boot(
+                args.nodes, workdir, args.port, cache_dir=args.cache_dir, suite=args.suite, memory_mib=args.memory
+            )
             _print_details(host)
         elif args.command == "ssh":
             _exec_ssh(_running_host(workdir), args.remote_command)

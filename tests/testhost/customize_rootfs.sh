@@ -62,6 +62,9 @@ in_root usermod --password '*' root
 # --- the kubelet stand-in -------------------------------------------------
 install -m 755 "$inputs/kubelet" "$root/usr/bin/kubelet"
 
+# --- the CRI test client and its container images (tests/cri) -------------
+sh "$inputs/cri/install_in_testhost.sh" "$root" "$inputs/cri"
+
 # --- units ----------------------------------------------------------------
 for unit in $(cat "$inputs/masked-units"); do
     in_root systemctl mask "$unit"

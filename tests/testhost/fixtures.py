@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from . import recipe
 from .host import TestHost, boot
 from .image import Image, ensure_image
 from .topology import ORIGIN, TopologyLike
@@ -27,19 +28,34 @@ BootTestHost = Callable[..., TestHost]
 
 @pytest.fixture(scope="session")
 def testhost_image() -> Image:
-    """The cached image (built on first use, about 35 s)."""
+    """The cached image of the default suite (built on first use, about 35 s)."""
     return ensure_image()
 
 
 @pytest.fixture(scope="session")
-def boot_testhost(testhost_image: Image, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BootTestHost]:
-    """Factory: `boot_testhost(topology, memory_mib=2048)` -> a running TestHost, stopped at session end."""
+def testhost_image_of(testhost_image: Image) -> Callable[[str], Image]:
+    """Factory: the cached image of a Debian suite (recipe.SUITES), built on first use."""
+
+    def image_of(suite: str) -> Image:
+        return testhost_image if suite == testhost_image.suite else ensure_image(suite=suite)
+
+    return image_of
+
+
+@pytest.fixture(scope="session")
+def boot_testhost(
+    testhost_image_of: Callable[[str], Image], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[BootTestHost]:
+    """Factory: `boot_testhost(topology, memory_mib=2048, suite="bookworm")` -> a running TestHost,
+    stopped at session end."""
     started: list[TestHost] = []
 
-    def boot_one(topology: TopologyLike = ORIGIN, memory_mib: int | None = None) -> TestHost:
+    def boot_one(
+        topology: TopologyLike = ORIGIN, memory_mib: int | None = None, suite: str = recipe.DEFAULT_SUITE
+    ) -> TestHost:
         workdir: Path = tmp_path_factory.mktemp("testhost")
         options = {"memory_mib": memory_mib} if memory_mib else {}
-        host = boot(topology, workdir, image=testhost_image, **options)
+        host = boot(topology, workdir, image=testhost_image_of(suite), **options)
         started.append(host)
         return host
 

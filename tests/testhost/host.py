@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import recipe
 from .image import DEFAULT_CACHE_DIR, Image, ensure_image
 from .qemu import (
     QemuProcess,
@@ -43,6 +44,7 @@ class TestHost:
     workdir: Path
     qemu: QemuProcess
     boot_seconds: float = 0.0
+    suite: str = recipe.DEFAULT_SUITE
     _ssh: SshSession = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -97,6 +99,7 @@ class TestHost:
             "pid": self.qemu.pid,
             "pidfile": str(self.qemu.pidfile),
             "boot_seconds": self.boot_seconds,
+            "suite": self.suite,
         }
         path.write_text(json.dumps(state, indent=2) + "\n")
         return path
@@ -115,6 +118,7 @@ class TestHost:
             # qemu removes its pidfile when it exits: the pid is kept here too.
             qemu=QemuProcess(state["pid"], Path(state["pidfile"])),
             boot_seconds=state["boot_seconds"],
+            suite=state.get("suite", recipe.DEFAULT_SUITE),
         )
 
 
@@ -125,6 +129,7 @@ def boot(
     *,
     image: Image | None = None,
     cache_dir: Path | None = None,
+    suite: str = recipe.DEFAULT_SUITE,
     memory_mib: int = DEFAULT_MEMORY_MIB,
     timeout: float = DEFAULT_BOOT_TIMEOUT,
 ) -> TestHost:
@@ -132,11 +137,12 @@ def boot(
 
     `topology` is per-NUMA-node CPU lists, e.g. `[[0, 1, 2, 3], [4, 5, 6, 7]]` or
     `"0-3;4-7"`; memory is split evenly between the nodes. A free port is
-    picked when `ssh_port` is None.
+    picked when `ssh_port` is None. `suite` picks the Debian release (recipe.SUITES) unless
+    `image` is given.
     """
     require_tools("qemu-system-x86_64", "qemu-img")
     topology = Topology.of(topology)
-    image = image or ensure_image(cache_dir)
+    image = image or ensure_image(cache_dir, suite)
     workdir = Path(workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     log_path = workdir / "qemu.log"
@@ -166,6 +172,7 @@ def boot(
         topology=topology,
         workdir=workdir,
         qemu=qemu,
+        suite=image.suite,
     )
     try:
         _wait_for_ssh(host, deadline=started + timeout)
@@ -175,7 +182,7 @@ def boot(
     host.boot_seconds = round(time.monotonic() - started, 1)
     host.save_state()
     print(
-        f"testhost: {topology} booted to SSH in {host.boot_seconds} s "
+        f"testhost: {image.suite} {topology} booted to SSH in {host.boot_seconds} s "
         f"on 127.0.0.1:{port} (qemu pid {qemu.pid}, {host.qemu_rss_mib():.0f} MiB RSS)",
         file=sys.stderr,
         flush=True,

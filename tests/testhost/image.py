@@ -4,8 +4,8 @@ Layout of the cache directory (default `<repo>/.testhost/`):
 
     id_ed25519, id_ed25519.pub   client key; its public half is baked into images
     build.lock                   serialises builds between concurrent test runs
-    images/<cache key>/          one finished image (see Image), renamed into place
-                                 only when complete, so a reader never sees half of one
+    images/<suite>-<cache key>/  one finished image per Debian suite (see Image), renamed into
+                                 place only when complete, so a reader never sees half of one
 """
 
 from __future__ import annotations
@@ -34,7 +34,19 @@ DEFAULT_CACHE_DIR = REPO_ROOT / ".testhost"
 
 CUSTOMIZE_SCRIPT = PACKAGE_DIR / "customize_rootfs.sh"
 KUBELET_STANDIN = PACKAGE_DIR / "kubelet_standin.py"
-RECIPE_FILES = (PACKAGE_DIR / "recipe.py", CUSTOMIZE_SCRIPT, KUBELET_STANDIN)
+# The CRI test client and its images are built into the image (tests/cri/install_in_testhost.sh).
+CRI_CLIENT_DIR = REPO_ROOT / "tests" / "cri"
+CRI_CLIENT_FILES = tuple(
+    CRI_CLIENT_DIR / name
+    for name in (
+        "install_in_testhost.sh",
+        "runtime_v1_subset.proto",
+        "kubelet_side.py",
+        "cri_test_client.py",
+        "build_test_images.py",
+    )
+)
+RECIPE_FILES = (PACKAGE_DIR / "recipe.py", CUSTOMIZE_SCRIPT, KUBELET_STANDIN, *CRI_CLIENT_FILES)
 
 CLIENT_KEY_NAME = "id_ed25519"
 MANIFEST_NAME = "manifest.json"
@@ -52,6 +64,7 @@ class Image:
     host_key: str  # pinned sshd host key, "ssh-ed25519 AAAA..."
     cache_key: str
     build_seconds: float
+    suite: str
 
     @classmethod
     def load(cls, directory: Path, key_path: Path) -> Image:
@@ -65,28 +78,30 @@ class Image:
             host_key=manifest["host_key"],
             cache_key=manifest["cache_key"],
             build_seconds=manifest["build_seconds"],
+            suite=manifest["suite"],
         )
 
 
-def ensure_image(cache_dir: Path | None = None) -> Image:
-    """Return the cached image for the current recipe, building it first if needed."""
+def ensure_image(cache_dir: Path | None = None, suite: str = recipe.DEFAULT_SUITE) -> Image:
+    """Return the cached image of `suite` for the current recipe, building it first if needed."""
+    recipe.apt_sources(suite)  # an unknown suite fails here, before anything is built
     cache_dir = Path(cache_dir or DEFAULT_CACHE_DIR).resolve()
     images_dir = cache_dir / "images"
     images_dir.mkdir(parents=True, exist_ok=True)
     with _exclusive_lock(cache_dir / "build.lock"):
         key_path = cache_dir / CLIENT_KEY_NAME
         client_public_key = _ensure_client_key(key_path)
-        cache_key = recipe_cache_key(client_public_key)
-        image_dir = images_dir / cache_key
+        cache_key = recipe_cache_key(client_public_key, suite)
+        image_dir = images_dir / f"{suite}-{cache_key}"
         if not (image_dir / MANIFEST_NAME).exists():
-            _build(image_dir, client_public_key)
-            _remove_other_images(images_dir, keep=image_dir)
+            _build(image_dir, client_public_key, suite)
+            _remove_other_images(images_dir, keep=image_dir, suite=suite)
         return Image.load(image_dir, key_path)
 
 
-def recipe_cache_key(client_public_key: str) -> str:
+def recipe_cache_key(client_public_key: str, suite: str = recipe.DEFAULT_SUITE) -> str:
     """Hash of everything that decides the image's content."""
-    digest = hashlib.sha256()
+    digest = hashlib.sha256(suite.encode() + b"\0")
     for path in RECIPE_FILES:
         digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     digest.update(public_key_line(client_public_key).encode())
@@ -110,7 +125,7 @@ def _ensure_client_key(key_path: Path) -> str:
     return write_ed25519_key_pair(key_path, comment="numa-kubelets-testhost-client")
 
 
-def _build(image_dir: Path, client_public_key: str) -> None:
+def _build(image_dir: Path, client_public_key: str, suite: str) -> None:
     require_tools("mmdebstrap", "mkfs.ext4")
     require_root("building the test host image")
     started = time.monotonic()
@@ -122,7 +137,7 @@ def _build(image_dir: Path, client_public_key: str) -> None:
         inputs = build_dir / "inputs"
         host_key = _prepare_inputs(inputs, client_public_key)
         rootfs = build_dir / "rootfs"
-        _bootstrap(rootfs, inputs, log_path)
+        _bootstrap(rootfs, inputs, log_path, suite)
         _copy_boot_files(rootfs, build_dir)
         _pack_root_disk(rootfs, build_dir / "root.img", log_path)
         remove_tree(rootfs)
@@ -130,6 +145,7 @@ def _build(image_dir: Path, client_public_key: str) -> None:
         seconds = round(time.monotonic() - started, 1)
         manifest = {
             "cache_key": image_dir.name,
+            "suite": suite,
             "host_key": host_key,
             "build_seconds": seconds,
             "packages": list(recipe.PACKAGES),
@@ -156,10 +172,13 @@ def _prepare_inputs(inputs: Path, client_public_key: str) -> str:
     (inputs / "machine-id").write_text(uuid.uuid4().hex + "\n")
     (inputs / "masked-units").write_text("\n".join(recipe.MASKED_UNITS) + "\n")
     (inputs / "enabled-units").write_text("\n".join(recipe.ENABLED_UNITS) + "\n")
+    (inputs / "cri").mkdir()
+    for path in CRI_CLIENT_FILES:
+        shutil.copyfile(path, inputs / "cri" / path.name)
     return public_key_line(host_key_line)
 
 
-def _bootstrap(rootfs: Path, inputs: Path, log_path: Path) -> None:
+def _bootstrap(rootfs: Path, inputs: Path, log_path: Path, suite: str) -> None:
     customize = f'sh {shlex.quote(str(CUSTOMIZE_SCRIPT))} "$1" {shlex.quote(str(inputs))}'
     run_logged(
         [
@@ -171,9 +190,9 @@ def _bootstrap(rootfs: Path, inputs: Path, log_path: Path) -> None:
             # Keep our fixed /etc/machine-id (see customize_rootfs.sh).
             "--skip=cleanup/reproducible",
             f"--customize-hook={customize}",
-            recipe.SUITE,
+            suite,
             str(rootfs),
-            *recipe.APT_SOURCES,
+            *recipe.apt_sources(suite),
         ],
         log_path,
     )
@@ -198,12 +217,16 @@ def _pack_root_disk(rootfs: Path, disk: Path, log_path: Path) -> None:
     )
 
 
-def _remove_other_images(images_dir: Path, keep: Path) -> None:
-    """Images of older recipes and crashed builds are dead weight (about 1 GB each).
+def _remove_other_images(images_dir: Path, keep: Path, suite: str) -> None:
+    """Images of older recipes of this suite and crashed builds are dead weight (about 1 GB each).
 
-    Called with the build lock held, so no other build is using them.
+    Called with the build lock held, so no other build is using them. The current images of the
+    other suites stay: a run that boots bookworm and trixie uses both.
     """
+    current_of_other_suites = {f"{other}-" for other in recipe.SUITES if other != suite}
     for entry in images_dir.iterdir():
+        if any(entry.name.startswith(prefix) for prefix in current_of_other_suites):
+            continue
         if entry != keep and entry.is_dir():
             remove_tree(entry)
 

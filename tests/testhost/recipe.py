@@ -7,16 +7,23 @@ rebuilds the image on next use while the build procedure itself can be
 refactored without invalidating caches.
 """
 
-SUITE = "bookworm"
+# The Debian releases a test host can run (`ensure_image(suite=...)`, `boot(suite=...)`):
+# bookworm (systemd 252, containerd 1.6) and trixie (systemd 257, containerd 1.7).
+DEFAULT_SUITE = "bookworm"
+SUITES = ("bookworm", "trixie")
 
-# The same archive the host uses (see /etc/apt/sources.list.d); updates and
-# security suites so the guest runs the kernel and systemd a patched Debian
-# 12 machine would run.
-APT_SOURCES = (
-    "deb http://deb.debian.org/debian bookworm main",
-    "deb http://deb.debian.org/debian bookworm-updates main",
-    "deb http://deb.debian.org/debian-security bookworm-security main",
-)
+
+def apt_sources(suite: str) -> tuple[str, ...]:
+    """The same archive the host uses (see /etc/apt/sources.list.d); updates and security
+    suites so the guest runs the kernel and systemd a patched Debian machine would run."""
+    if suite not in SUITES:
+        raise ValueError(f"unknown test host suite {suite!r}; known: {', '.join(SUITES)}")
+    return (
+        f"deb http://deb.debian.org/debian {suite} main",
+        f"deb http://deb.debian.org/debian {suite}-updates main",
+        f"deb http://deb.debian.org/debian-security {suite}-security main",
+    )
+
 
 PACKAGES = (
     # boot and init
@@ -33,13 +40,19 @@ PACKAGES = (
     "util-linux",
     "procps",
     "numactl",
-    # namespace mode: duplicate address detection (arping -D) in the preflight, and the CNI
-    # plugins (bridge, host-local) a pod sandbox of a namespaced containerd is wired with
+    # namespace mode: duplicate address detection (arping -D) in the preflight
     "iputils-arping",
-    "containernetworking-plugins",
     # container runtime: real, one instance per NUMA node run by the product
     "containerd",
     "runc",
+    "containernetworking-plugins",
+    # the CRI test client (tests/cri): gRPC, and its code generator, run in the guest
+    "python3-grpcio",
+    "python3-grpc-tools",
+    "python3-protobuf",
+    "python3-pkg-resources",  # grpc_tools.protoc imports it
+    # the test container images are made of busybox (tests/cri/build_test_images.py)
+    "busybox-static",
     # the kubelet stand-in is a Python script
     "python3-minimal",
     "python3-yaml",
