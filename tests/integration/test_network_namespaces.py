@@ -6,20 +6,23 @@ gateway 10.0.2.2 (DESIGN.md section 7). A second SSH connection streams a tick e
 second for the whole module: any drop or stall of the host's own network shows up there.
 
 The scenarios build on each other in file order on the shared origin machine: preflight,
-apply, checks, re-apply, live change, mode change to host and back, reboot, destroy.
+apply, checks (pods started through the CRI test client of tests/cri), re-apply, live change, mode change to host and back, reboot, destroy.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import ipaddress
 import itertools
 import shlex
 import threading
 import time
+import uuid
 
 import pytest
 
+from tests.cri import PAUSE_IMAGE, WORKLOAD_IMAGE, ContainerSpec, CriTestClient, PodSpec
 from tests.integration.conftest import TIMINGS
 from tests.integration.engine import CommandFailed, Engine
 from tests.integration.hostcheck import HostView
@@ -91,6 +94,7 @@ def parent_interface(view: HostView) -> str:
 
 def namespace_stack(host, parent: str) -> dict:
     config = stack_for(host)
+    config["containerd"] = {"sandboxImage": PAUSE_IMAGE}  # the test image, imported into each instance
     entry = config["hosts"][0]
     entry["network"] = {"mode": "namespace", "parent": parent, "gateway": GATEWAY}
     for kubelet in entry["kubelets"]:
@@ -222,6 +226,72 @@ def test_a_host_network_container_lives_in_the_namespace_and_cni_paths_are_priva
         assert view.sh("ls -A /etc/cni/net.d") == ""
     finally:
         view.sh(f"rm -rf {ROOTFS} /var/lib/numa-kubelets/numa*/etc/cni/net.d/10-written-by-agent.conflist")
+
+
+CNI_CONFLIST = """{{
+  "cniVersion": "0.4.0",
+  "name": "numa-test",
+  "plugins": [{{"type": "bridge", "bridge": "cni0", "isGateway": true,
+               "ipam": {{"type": "host-local", "ranges": [[{{"subnet": "{subnet}"}}]]}}}}]
+}}
+"""
+
+
+def test_pods_started_through_the_cri_live_in_the_namespace(namespaced):
+    """Through containerd's CRI (tests/cri), with Debian's bridge + host-local plugins."""
+    view = namespaced["view"]
+    for numa in (0, 1):
+        subnet = f"10.88.{numa}.0/24"
+        # Written to the instance's private copy: the host's /etc/cni/net.d stays empty.
+        conflist = f"/var/lib/numa-kubelets/numa{numa}/etc/cni/net.d/10-numa-test.conflist"
+        view.host.run(f"cat > {conflist}", stdin=CNI_CONFLIST.format(subnet=subnet))
+        cri = CriTestClient(view.host, f"/run/containerd-numa{numa}/containerd.sock")
+        cri.import_images()
+        pod = PodSpec(
+            name=f"cni-probe-{numa}",
+            namespace="numa-test",
+            uid=str(uuid.uuid4()),
+            cgroup_root=f"/numa{numa}",
+            qos="besteffort",
+            host_network=False,
+            pod_logs_dir=f"/var/log/pods-numa{numa}",
+            containers=[ContainerSpec("probe", WORKLOAD_IMAGE, command=["/bin/sleep", "3600"])],
+        )
+        deadline = time.monotonic() + 60
+        while not cri.status().get("NetworkReady"):  # containerd picks the conflist up by inotify
+            assert time.monotonic() < deadline, "containerd never saw the CNI configuration"
+            time.sleep(2)
+        running = cri.run_pod(pod)
+        try:
+            address = cri.pod_status(running.sandbox_id)["status"]["network"]["ip"]
+            assert ipaddress.ip_address(address) in ipaddress.ip_network(subnet)
+            # The host end of the pod's veth and the bridge are in numa<N>, not in the host's namespace.
+            assert view.sh(f"ip -n numa{numa} -o link show type veth master cni0") != ""
+            assert view.sh("ip -o link show type veth; ip -o link show dev cni0 2>/dev/null || true") == ""
+            # host-local's lease lands in the instance's private /var/lib/cni.
+            assert view.exists(f"/var/lib/numa-kubelets/numa{numa}/var/lib/cni/networks/numa-test/{address}")
+        finally:
+            cri.remove_pod(running.sandbox_id)
+            view.sh(f"rm -f {conflist}; ip -n numa{numa} link delete cni0 2>/dev/null || true")
+        # A hostNetwork pod (a CNI agent, kube-proxy) gets no namespace of its own: containerd's.
+        marker = f"{3600 + numa}"
+        host_pod = PodSpec(
+            name=f"host-network-probe-{numa}",
+            namespace="numa-test",
+            uid=str(uuid.uuid4()),
+            cgroup_root=f"/numa{numa}",
+            qos="besteffort",
+            host_network=True,
+            pod_logs_dir=f"/var/log/pods-numa{numa}",
+            containers=[ContainerSpec("probe", WORKLOAD_IMAGE, command=["/bin/sleep", marker])],
+        )
+        running = cri.run_pod(host_pod)
+        try:
+            pid = int(view.sh(f"pgrep -n -f {q('sleep ' + marker)}"))
+            assert net_of(view, pid) == netns_inode(view, numa)
+        finally:
+            cri.remove_pod(running.sandbox_id)
+    assert view.sh("ls -A /etc/cni/net.d") == ""
 
 
 def test_kubelet_volume_mounts_still_reach_containerd(namespaced):
