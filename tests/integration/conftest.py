@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from tests.testhost.fixtures import boot_testhost, numa_host, testhost_image  # noqa: F401
+from tests.testhost.fixtures import boot_testhost, numa_host, testhost_image, testhost_image_of  # noqa: F401
 
 TIMINGS: list[tuple[str, float]] = []
 
