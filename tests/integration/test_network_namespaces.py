@@ -323,8 +323,13 @@ def test_a_new_address_is_applied_in_place(namespaced):
     runtime = view.started_at("containerd@numa1.service")
     namespaced["config"]["hosts"][0]["kubelets"][1]["address"] = "10.0.2.23/24"
     ran = engine.up(namespaced["config"])
-    # The kubelet restarts for its --node-ip; the runtime and its containers keep running.
-    assert sorted(ran) == [("numa-a-numa1-kubelet", "update"), ("numa-a-numa1-netns", "update")]
+    # The preflight probes the new address; the kubelet restarts for its --node-ip; the runtime
+    # and its containers keep running.
+    assert sorted(ran) == [
+        ("numa-a-numa1-kubelet", "update"),
+        ("numa-a-numa1-netns", "update"),
+        ("numa-a-preflight", "update"),
+    ]
     assert view.started_at("containerd@numa1.service") == runtime
     assert view.sh("ip -n numa1 -o -4 addr show dev uplink | awk '{ print $4 }'") == "10.0.2.23/24"
     assert view.record("/var/lib/kubelet-numa1")["flags"]["node-ip"] == "10.0.2.23"
