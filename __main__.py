@@ -2,6 +2,7 @@
 
 import pulumi
 
+from components.cluster import ClusterJoin, cluster_nodes
 from components.demo import demo_placements
 from components.host import NumaHost, NumaHostArgs
 from components.kubernetes import kubernetes_provider
@@ -11,21 +12,39 @@ from numa_kubelets.placement import demo_pods
 
 config, plan = read_stack()
 private_key = ssh_private_key(config)
-bootstrap_token = secret_or_none(config.bootstrap_token)
+kubeconfig = secret_or_none(config.kubeconfig)
+provider = kubernetes_provider(kubeconfig) if plan.cluster is not None else None
+join = None
+if plan.cluster is not None and provider is not None:
+    join = ClusterJoin("cluster", plan.cluster, secret_or_none(config.bootstrap_token), provider, kubeconfig)
 
-hosts = [NumaHost(host.name, NumaHostArgs(host, plan, private_key, bootstrap_token)) for host in plan.hosts]
+hosts = [
+    NumaHost(
+        host.name,
+        NumaHostArgs(
+            host,
+            plan,
+            private_key,
+            join.bootstrap_token if join else None,
+            cluster_dns=join.cluster_dns if join else None,
+        ),
+    )
+    for host in plan.hosts
+]
+# Per kubelet: the resources its demo pod waits for (its Node labelled as the stack says).
+nodes = cluster_nodes(hosts, plan, provider, kubeconfig) if provider is not None else {}
 
-pulumi.export("hosts", hosts_output(plan))
+hugepages = {kubelet.node_name: {"hugepages": kubelet.hugepages} for host in hosts for kubelet in host.kubelets}
+pulumi.export("hosts", hosts_output(plan, hugepages))
 
-if plan.demo_enabled:
-    kubelet_instances = {kubelet.node_name: kubelet for host in hosts for kubelet in host.kubelets}
+if plan.demo_enabled and provider is not None:
     demos = demo_placements(
         config.demo.namespace,
         demo_pods(config, plan),
         plan,
-        kubelet_instances,
+        {name: node.labels for name, node in nodes.items()},
         private_key,
-        kubernetes_provider(secret_or_none(config.kubeconfig)),
+        provider,
     )
     pulumi.export("placement", pulumi.Output.all(*[demo.placement for demo in demos]))
     pulumi.export("placementOk", pulumi.Output.all(*[demo.ok for demo in demos]).apply(all))

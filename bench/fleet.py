@@ -76,7 +76,7 @@ def fleet_config(hosts: int, numa_nodes: int, cluster: bool = True, demo: bool =
         )
     config: dict[str, Any] = {"hosts": host_list, "sshPrivateKey": FAKE_PRIVATE_KEY}
     if cluster:
-        config["cluster"] = {"server": "https://192.0.2.1:6443", "caCert": FAKE_CA}
+        config["cluster"] = {"server": "https://192.0.2.1:6443", "caCert": FAKE_CA, "dns": "10.96.0.10"}
         config["bootstrapToken"] = FAKE_TOKEN
         config["demo"] = {"enabled": demo}
     return config

@@ -33,7 +33,7 @@ class DemoPlacementArgs:
     kubelets: StackKubelets
     connection: command.remote.ConnectionArgs
     provider: k8s.Provider
-    # The namespace and the kubelet the pod needs: created before it, deleted after it.
+    # The namespace and the Node the pod needs: created before it, deleted after it.
     after: list[pulumi.Resource]
 
 
@@ -88,11 +88,12 @@ def demo_placements(
     namespace: str,
     pods: tuple[DemoPod, ...],
     plan: Plan,
-    kubelet_instances: Mapping[str, pulumi.Resource],
+    node_ready: Mapping[str, pulumi.Resource],
     private_key: pulumi.Output[str] | None,
     provider: k8s.Provider,
 ) -> list[DemoPlacement]:
-    """The namespace and one DemoPlacement per pod; `kubelet_instances` maps node names to KubeletInstances."""
+    """The namespace and one DemoPlacement per pod; `node_ready` maps node names to what a pod on that
+    node waits for: its Node Ready and labelled as the stack says (the kubelet's NodePatch)."""
     namespace_resource = demo_namespace(namespace, provider)
     hosts = {host.name: host for host in plan.hosts}
     stack_kubelets = StackKubelets(plan)
@@ -106,7 +107,7 @@ def demo_placements(
                 stack_kubelets,
                 connection_for(hosts[pod.kubelet.host], private_key),
                 provider,
-                after=[namespace_resource, kubelet_instances[pod.kubelet.node_name]],
+                after=[namespace_resource, node_ready[pod.kubelet.node_name]],
             ),
         )
         for pod in pods

@@ -20,6 +20,7 @@ class NumaHostArgs:
     plan: Plan
     ssh_private_key: pulumi.Output[str] | None
     bootstrap_token: pulumi.Output[str] | None
+    cluster_dns: pulumi.Output[str] | None = None
 
 
 def connection_for(host: HostPlan, private_key: pulumi.Output[str] | None) -> command.remote.ConnectionArgs:
@@ -39,6 +40,7 @@ class NumaHost(pulumi.ComponentResource):
     def __init__(self, name: str, args: NumaHostArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("numa-kubelets:index:NumaHost", name, None, opts)
         host = args.host
+        self.host_plan = host
         connection = connection_for(host, args.ssh_private_key)
         child = pulumi.ResourceOptions(parent=self)
 
@@ -59,7 +61,15 @@ class NumaHost(pulumi.ComponentResource):
         self.slices = [
             NumaSlice(
                 kubelet.resource_name,
-                NumaNodeArgs(host, kubelet, args.plan, connection, args.bootstrap_token, after=[self.preflight]),
+                NumaNodeArgs(
+                    host,
+                    kubelet,
+                    args.plan,
+                    connection,
+                    args.bootstrap_token,
+                    after=[self.preflight],
+                    cluster_dns=args.cluster_dns,
+                ),
                 child,
             )
             for kubelet in host.kubelets

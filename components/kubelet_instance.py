@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pulumi
 
-from numa_kubelets import scripts
+from numa_kubelets import cluster, scripts
+from numa_kubelets.reservations import parse_hugepage_report
 
 from .remote import NumaNodeArgs, remote_command
 
@@ -40,15 +41,25 @@ class KubeletInstance(pulumi.ComponentResource):
             stdin = pulumi.Output.secret(
                 args.bootstrap_token.apply(lambda token: scripts.bootstrap_kubeconfig_stdin(kubelet, plan, token))
             )
+        kubelet_scripts: scripts.HostScripts | pulumi.Output[scripts.HostScripts]
+        if args.cluster_dns is None:
+            kubelet_scripts = scripts.kubelet_scripts(args.host, kubelet, plan)
+        else:
+            kubelet_scripts = args.cluster_dns.apply(
+                lambda dns: scripts.kubelet_scripts(args.host, kubelet, cluster.with_cluster_dns(plan, dns))
+            )
         self.kubelet = remote_command(
             kubelet.kubelet_command,
             args.connection,
-            scripts.kubelet_scripts(args.host, kubelet, plan),
+            kubelet_scripts,
             parent=self,
             depends_on=[self.containerd],
             stdin=stdin,
         )
         self.node_name = kubelet.node_name
+        # The node's hugepage pools as the apply script read them on the host. Only numbers are
+        # taken from stdout, so the value stays plain even when the command's output is secret.
+        self.hugepages = pulumi.Output.unsecret(self.kubelet.stdout.apply(parse_hugepage_report))
         self.register_outputs(
             {
                 "nodeName": kubelet.node_name,

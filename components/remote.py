@@ -22,12 +22,14 @@ class NumaNodeArgs:
     bootstrap_token: pulumi.Output[str] | None
     # Children do not inherit a component's dependencies: the first command waits explicitly.
     after: list[pulumi.Resource]
+    # With a cluster and no cluster.dns: the kube-dns Service's clusterIP, as the cluster says.
+    cluster_dns: pulumi.Output[str] | None = None
 
 
 def remote_command(
     name: str,
     connection: command.remote.ConnectionArgs,
-    host_scripts: HostScripts,
+    host_scripts: HostScripts | pulumi.Output[HostScripts],
     parent: pulumi.Resource,
     depends_on: list[pulumi.Resource] | None = None,
     stdin: pulumi.Input[str] | None = None,
@@ -38,11 +40,16 @@ def remote_command(
     Replacement deletes first: the old delete would otherwise remove the files that its
     replacement, installed at the same paths, had just written.
     """
+    if isinstance(host_scripts, pulumi.Output):
+        create: pulumi.Input[str] = host_scripts.apply(lambda known: known.apply)
+        delete: pulumi.Input[str] = host_scripts.apply(lambda known: known.delete)
+    else:
+        create, delete = host_scripts.apply, host_scripts.delete
     return command.remote.Command(
         name,
         connection=connection,
-        create=host_scripts.apply,
-        delete=host_scripts.delete if with_delete else None,
+        create=create,
+        delete=delete if with_delete else None,
         stdin=stdin,
         add_previous_output_in_env=False,
         opts=pulumi.ResourceOptions(parent=parent, depends_on=depends_on, delete_before_replace=True),

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -19,35 +18,21 @@ from pydantic import (
     ConfigDict,
     Field,
     SecretStr,
+    StrictBool,
     StrictInt,
     StrictStr,
     TypeAdapter,
     ValidationError,
 )
 
+from . import kubelet_config as kubelet_configuration
 from . import validators as v
 from .cpulist import CpuListError, CpuSet
+from .problems import NAMESPACE, ConfigError, Problem
 
-NAMESPACE = "numa-kubelets"
+__all__ = ["NAMESPACE", "ConfigError", "Problem"]
+
 MAX_PORT = 65535
-
-
-@dataclass(frozen=True)
-class Problem:
-    path: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.path}: {self.message}" if self.path else self.message
-
-
-class ConfigError(ValueError):
-    """The configuration is invalid; `problems` lists every finding."""
-
-    def __init__(self, problems: list[Problem]) -> None:
-        self.problems = sorted(problems, key=lambda p: (p.path, p.message))
-        lines = "\n".join(f"  - {p}" for p in self.problems)
-        super().__init__(f"invalid {NAMESPACE} configuration ({len(self.problems)} problem(s)):\n{lines}")
 
 
 def _parse_cpulist(value: Any) -> CpuSet:
@@ -76,6 +61,7 @@ LabelValue = Annotated[StrictStr, AfterValidator(v.check_label_value)]
 InterfaceName = Annotated[StrictStr, AfterValidator(v.check_interface_name)]
 IPv4Address = Annotated[StrictStr, AfterValidator(v.check_ipv4_address)]
 IPv4Cidr = Annotated[StrictStr, AfterValidator(v.check_ipv4_interface)]
+Duration = Annotated[StrictStr, AfterValidator(v.check_duration)]
 
 
 class StrictModel(BaseModel):
@@ -92,6 +78,12 @@ class NumaNodeSpec(StrictModel):
     cpus: CpuList
 
 
+class TaintSpec(StrictModel):
+    key: Annotated[StrictStr, AfterValidator(v.check_taint_key)]
+    value: LabelValue = ""
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+
+
 class KubeletSpec(StrictModel):
     numa_node: Annotated[StrictInt, Field(alias="numaNode", ge=0, le=1023)]
     node_name: DnsName | None = Field(default=None, alias="nodeName")
@@ -101,6 +93,9 @@ class KubeletSpec(StrictModel):
     port: Port | None = None
     healthz_port: Port | None = Field(default=None, alias="healthzPort")
     read_only_port: Annotated[StrictInt, Field(alias="readOnlyPort", ge=0, le=MAX_PORT)] = 0
+    taints: list[TaintSpec] = Field(default_factory=list)
+    # KubeletConfiguration fields: checked field by field by kubelet_config (semantic_problems).
+    kubelet_config: dict[str, Any] = Field(default_factory=dict, alias="kubeletConfig")
     address: IPv4Cidr | None = None  # namespace mode: the node IP with its prefix length
     device: InterfaceName | None = None  # uplink device: the interface moved into the namespace
 
@@ -127,11 +122,17 @@ class HostSpec(StrictModel):
     system_cpus: CpuList | None = Field(default=None, alias="systemCpus")
     kubelets: list[KubeletSpec] | None = None
     network: NetworkSpec = Field(default_factory=NetworkSpec)
+    kubelet_config: dict[str, Any] = Field(default_factory=dict, alias="kubeletConfig")
 
 
 class ClusterSpec(StrictModel):
     server: Annotated[StrictStr, AfterValidator(v.check_server_url)]
     ca_cert: Annotated[StrictStr, AfterValidator(v.check_pem_certificate)] = Field(alias="caCert")
+    serving_certificates: Literal["selfSigned", "bootstrap"] = Field(default="selfSigned", alias="servingCertificates")
+    remove_nodes: StrictBool = Field(default=True, alias="removeNodes")
+    drain_timeout: Duration = Field(default="5m", alias="drainTimeout")
+    dns: Annotated[StrictStr, AfterValidator(v.check_ip_address)] | None = None
+    domain: DnsName = "cluster.local"
 
 
 class DemoSpec(StrictModel):
@@ -139,7 +140,7 @@ class DemoSpec(StrictModel):
     namespace: DnsLabel = "numa-demo"
     image: Annotated[StrictStr, AfterValidator(v.check_image)] = "registry.k8s.io/pause:3.10"
     command: list[Annotated[StrictStr, AfterValidator(v.check_command_argument)]] = Field(default_factory=list)
-    ready_timeout: Annotated[StrictStr, AfterValidator(v.check_duration)] = Field(default="10m", alias="readyTimeout")
+    ready_timeout: Duration = Field(default="10m", alias="readyTimeout")
 
 
 class ContainerdSpec(StrictModel):
@@ -165,6 +166,8 @@ class StackConfig(StrictModel):
     kubelet_path: AbsolutePath = Field(default="/usr/bin/kubelet", alias="kubeletPath")
     containerd_path: AbsolutePath = Field(default="/usr/bin/containerd", alias="containerdPath")
     containerd: ContainerdSpec = Field(default_factory=ContainerdSpec)
+    kubelet_config: dict[str, Any] = Field(default_factory=dict, alias="kubeletConfig")
+    kubelet_version: StrictStr = Field(default=kubelet_configuration.DEFAULT_KUBELET_VERSION, alias="kubeletVersion")
 
     @property
     def demo_enabled(self) -> bool:
@@ -172,7 +175,7 @@ class StackConfig(StrictModel):
 
 
 # Keys whose Pulumi config value is a JSON document rather than a plain string.
-_STRUCTURED_KEYS = {"hosts", "cluster", "demo", "containerd"}
+_STRUCTURED_KEYS = {"hosts", "cluster", "demo", "containerd", "kubeletConfig"}
 
 
 def decode_pulumi_values(values: Mapping[str, str]) -> dict[str, Any]:
@@ -245,14 +248,30 @@ def semantic_problems(config: StackConfig) -> list[Problem]:
     problems: list[Problem] = []
     if config.ssh_private_key is not None and config.ssh_private_key_path is not None:
         problems.append(Problem("sshPrivateKeyPath", "set either sshPrivateKey or sshPrivateKeyPath, not both"))
-    if config.cluster is not None and config.bootstrap_token is None:
-        problems.append(Problem("bootstrapToken", "required when cluster is set (each kubelet joins with it)"))
     if config.cluster is None and config.bootstrap_token is not None:
         problems.append(Problem("bootstrapToken", "set, but there is no cluster to join"))
     if config.cluster is None and config.demo.enabled:
         problems.append(Problem("demo.enabled", "demo pods need a cluster; set cluster or disable the demo"))
     for index, host in enumerate(config.hosts):
         problems.extend(host_problems(host, f"hosts[{index}]"))
+    problems.extend(kubelet_config_problems(config))
+    return problems
+
+
+def kubelet_config_problems(config: StackConfig) -> list[Problem]:
+    """Each `kubeletConfig` layer on its own; the merged ones are checked with the plan."""
+    version_problems = kubelet_configuration.kubelet_version_problems(config.kubelet_version, "kubeletVersion")
+    version = kubelet_configuration.SCHEMA_KUBELET_VERSION if version_problems else config.kubelet_version
+    joined = config.cluster is not None
+    problems = version_problems + kubelet_configuration.layer_problems(
+        config.kubelet_config, "kubeletConfig", version, joined
+    )
+    for host_index, host in enumerate(config.hosts):
+        path = f"hosts[{host_index}]"
+        problems += kubelet_configuration.layer_problems(host.kubelet_config, f"{path}.kubeletConfig", version, joined)
+        for index, kubelet in enumerate(host.kubelets or []):
+            layer_path = f"{path}.kubelets[{index}].kubeletConfig"
+            problems += kubelet_configuration.layer_problems(kubelet.kubelet_config, layer_path, version, joined)
     return problems
 
 
@@ -299,6 +318,7 @@ def host_problems(host: HostSpec, path: str) -> list[Problem]:
     seen_nodes: dict[int, int] = {}
     for index, kubelet in enumerate(host.kubelets):
         kubelet_path = f"{path}.kubelets[{index}]"
+        problems.extend(taint_problems(kubelet, kubelet_path))
         if kubelet.numa_node not in node_cpus:
             declared = ",".join(str(i) for i in sorted(node_cpus))
             problems.append(
@@ -336,6 +356,23 @@ def host_problems(host: HostSpec, path: str) -> list[Problem]:
                     "set cpus explicitly or shrink systemCpus",
                 )
             )
+    return problems
+
+
+def taint_problems(kubelet: KubeletSpec, path: str) -> list[Problem]:
+    """A Node holds at most one taint per key and effect; the API server refuses a second."""
+    problems: list[Problem] = []
+    first: dict[tuple[str, str], int] = {}
+    for index, taint in enumerate(kubelet.taints):
+        identity = (taint.key, taint.effect)
+        if identity in first:
+            problems.append(
+                Problem(
+                    f"{path}.taints[{index}]",
+                    f"taint {taint.key}:{taint.effect} is already declared (taints[{first[identity]}])",
+                )
+            )
+        first.setdefault(identity, index)
     return problems
 
 

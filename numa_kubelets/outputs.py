@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from .plan import Plan
 
 
-def hosts_output(plan: Plan) -> dict[str, Any]:
+def hosts_output(plan: Plan, observed: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
+    """`observed`: per node name, what was read on the host (e.g. `hugepages`), added to its entry."""
+    observed = observed or {}
     return {
         host.name: {
             "systemCpus": host.system_cpus.format(),
@@ -21,6 +24,7 @@ def hosts_output(plan: Plan) -> dict[str, Any]:
                     "labels": kubelet.label_map,
                     "slice": kubelet.layout.slice,
                     "unit": kubelet.layout.kubelet_unit,
+                    **observed.get(kubelet.node_name, {}),
                     **(
                         {"address": kubelet.network.address, "netns": kubelet.network.netns}
                         if kubelet.network is not None

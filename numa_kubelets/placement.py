@@ -100,13 +100,19 @@ class DemoPod:
             "capabilities": {"drop": ["ALL"]},
             "readOnlyRootFilesystem": True,
         }
+        spec: dict[str, Any] = {"nodeSelector": self.selector}
+        if self.kubelet.taints:
+            # Exactly the taints the stack puts on its kubelet (a NUMA node reserved for a tenant
+            # still gets its proof); none other: the pod must be schedulable on the kubelet as it is.
+            spec["tolerations"] = [
+                {**taint.manifest(), "operator": "Equal" if taint.value else "Exists"} for taint in self.kubelet.taints
+            ]
         return {
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": {"name": self.name, "namespace": self.namespace, "labels": self.labels},
             "spec": {
-                # No tolerations: the pod must be schedulable on the kubelet as it is.
-                "nodeSelector": self.selector,
+                **spec,
                 "containers": [container],
                 "securityContext": {
                     "runAsNonRoot": True,

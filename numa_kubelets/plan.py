@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import network
+from . import kubelet_config, network
 from .config import ConfigError, HostSpec, KubeletSpec, Problem, StackConfig, default_system_cpus
 from .cpulist import CpuSet
+from .kubelet_config import KubeletSettings
 from .network import HostNetwork, KubeletNetwork
+from .validators import duration_seconds
 
 BASE_PORT = 10250
 BASE_HEALTHZ_PORT = 10248
@@ -140,6 +142,20 @@ SHARED_CONTAINERD_RUN = "/run/containerd"
 
 
 @dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+
+    def manifest(self) -> dict[str, str]:
+        """As in a Node's spec.taints and the KubeletConfiguration's registerWithTaints."""
+        return {"key": self.key, "value": self.value, "effect": self.effect} if self.value else self.identity()
+
+    def identity(self) -> dict[str, str]:
+        return {"key": self.key, "effect": self.effect}
+
+
+@dataclass(frozen=True)
 class KubeletPlan:
     host: str
     numa_node: int
@@ -154,6 +170,9 @@ class KubeletPlan:
     read_only_port: int
     reserved_cpus: int  # CPUs of the machine outside this kubelet's slice, as systemReserved.cpu
     layout: InstanceLayout
+    settings: KubeletSettings  # the merged kubeletConfig and what the program derives from it
+    host_numa_nodes: tuple[int, ...]  # every NUMA node of the host, memory-only ones included
+    taints: tuple[Taint, ...] = ()
     network: KubeletNetwork | None = None  # namespace mode only
 
     @property
@@ -181,6 +200,11 @@ class KubeletPlan:
     @property
     def netns_command(self) -> str:
         return f"{self.resource_name}-netns"
+
+    @property
+    def identity_labels(self) -> dict[str, str]:
+        """The automatic labels: they tell this kubelet's Node from any other of the same name."""
+        return {k: v for k, v in self.labels if k in (HOST_LABEL, NUMA_NODE_LABEL)}
 
     @property
     def user_labels(self) -> dict[str, str]:
@@ -220,6 +244,17 @@ class HostPlan:
 class ClusterPlan:
     server: str
     ca_cert: str
+    serving_certificates: str = "selfSigned"
+    remove_nodes: bool = True
+    drain_timeout_seconds: int = 300
+    node_ready_timeout_seconds: int = 600  # demo.readyTimeout: how long a Node may take to be Ready
+    dns: str | None = None  # None: the kube-dns Service's clusterIP, read from the cluster
+    domain: str = "cluster.local"
+    managed_bootstrap_token: bool = False  # no bootstrapToken given: the stack creates one
+
+    @property
+    def server_tls_bootstrap(self) -> bool:
+        return self.serving_certificates == "bootstrap"
 
 
 @dataclass(frozen=True)
@@ -230,6 +265,7 @@ class Plan:
     containerd_path: str
     demo_enabled: bool
     sandbox_image: str | None = None
+    kubelet_version: str = kubelet_config.DEFAULT_KUBELET_VERSION
 
     @property
     def kubelets(self) -> tuple[KubeletPlan, ...]:
@@ -246,7 +282,7 @@ def kubelet_specs(host: HostSpec) -> list[tuple[int | None, KubeletSpec]]:
     return sorted(specs, key=lambda item: item[1].numa_node)
 
 
-def plan_host(host: HostSpec, with_network: bool = True) -> HostPlan:
+def plan_host(host: HostSpec, host_index: int, stack: StackConfig, with_network: bool = True) -> HostPlan:
     """`with_network=False` plans ports and CPUs only, for a host whose network settings have problems."""
     namespaced = network.is_namespace_mode(host)
     host_network = network.plan_host_network(host) if with_network else None
@@ -256,8 +292,14 @@ def plan_host(host: HostSpec, with_network: bool = True) -> HostPlan:
     for cpus in node_cpus.values():
         online = online | cpus
     kubelets = []
-    for index, (_, spec) in enumerate(kubelet_specs(host)):
+    for index, (position, spec) in enumerate(kubelet_specs(host)):
         cpus = spec.cpus if spec.cpus is not None else node_cpus[spec.numa_node] - system_cpus
+        layers = [
+            ("kubeletConfig", stack.kubelet_config),
+            (f"hosts[{host_index}].kubeletConfig", host.kubelet_config),
+        ]
+        if position is not None:
+            layers.append((f"hosts[{host_index}].kubelets[{position}].kubeletConfig", spec.kubelet_config))
         labels = {
             **spec.labels,
             HOST_LABEL: host.name,
@@ -281,6 +323,9 @@ def plan_host(host: HostSpec, with_network: bool = True) -> HostPlan:
                 read_only_port=spec.read_only_port,
                 reserved_cpus=len(online) - len(cpus),
                 layout=InstanceLayout(instance),
+                settings=kubelet_config.resolve(layers, stack.kubelet_version, online, cpus, len(node_cpus)),
+                host_numa_nodes=tuple(sorted(node_cpus)),
+                taints=tuple(Taint(t.key, t.value, t.effect) for t in spec.taints),
                 network=network.plan_kubelet_network(host_network, spec, instance),
             )
         )
@@ -301,17 +346,38 @@ def plan_host(host: HostSpec, with_network: bool = True) -> HostPlan:
 def build_plan(config: StackConfig) -> Plan:
     """Turn a validated config into the plan; raise ConfigError on fleet-wide conflicts."""
     network_problems = network.network_problems(config)
-    hosts = tuple(plan_host(host, with_network=not network_problems) for host in config.hosts)
+    hosts = tuple(
+        plan_host(host, index, config, with_network=not network_problems) for index, host in enumerate(config.hosts)
+    )
     problems = network_problems + fleet_problems(config, hosts)
+    problems += [p for host in hosts for k in host.kubelets for p in kubelet_config.settings_problems(k.settings)]
     if problems:
         raise ConfigError(problems)
     return Plan(
         hosts=hosts,
-        cluster=ClusterPlan(config.cluster.server, config.cluster.ca_cert) if config.cluster else None,
+        cluster=plan_cluster(config),
         kubelet_path=config.kubelet_path,
         containerd_path=config.containerd_path,
         demo_enabled=config.demo_enabled,
         sandbox_image=config.containerd.sandbox_image,
+        kubelet_version=config.kubelet_version,
+    )
+
+
+def plan_cluster(config: StackConfig) -> ClusterPlan | None:
+    cluster = config.cluster
+    if cluster is None:
+        return None
+    return ClusterPlan(
+        server=cluster.server,
+        ca_cert=cluster.ca_cert,
+        serving_certificates=cluster.serving_certificates,
+        remove_nodes=cluster.remove_nodes,
+        drain_timeout_seconds=duration_seconds(cluster.drain_timeout),
+        node_ready_timeout_seconds=duration_seconds(config.demo.ready_timeout),
+        dns=cluster.dns,
+        domain=cluster.domain,
+        managed_bootstrap_token=config.bootstrap_token is None,
     )
 
 

@@ -10,7 +10,8 @@ from typing import Any
 
 import yaml
 
-from . import network
+from . import network, reservations
+from .cluster import registration_labels
 from .plan import SHARED_CONTAINERD_RUN, SHARED_DEVICE_PLUGINS_DIR, UNSHARE, ClusterPlan, HostPlan, KubeletPlan, Plan
 
 KUBELET_CONFIG_API = "kubelet.config.k8s.io/v1beta1"
@@ -183,17 +184,37 @@ def kubelet_config(kubelet: KubeletPlan, cluster: ClusterPlan | None) -> HostFil
         "authentication": authentication,
         "authorization": authorization,
     }
+    if cluster is not None:
+        if cluster.dns is None:
+            raise ValueError("the plan's clusterDNS is not resolved yet (components/cluster.py resolves it)")
+        document["clusterDNS"] = [cluster.dns]
+        document["clusterDomain"] = cluster.domain
+        document["serverTLSBootstrap"] = cluster.server_tls_bootstrap
+    if kubelet.taints:
+        # Only at registration; afterwards the stack reconciles them through the API.
+        document["registerWithTaints"] = [taint.manifest() for taint in kubelet.taints]
+    # The user's kubeletConfig (owned fields were refused) and the NUMA-derived manager settings.
+    document.update(kubelet.settings.rendered_fields())
     if kubelet.network is not None and kubelet.network.resolv_conf is not None:
         document["resolvConf"] = kubelet.network.resolv_conf
     return HostFile(layout.kubelet_config, HEADER + _shared_yaml(document))
+
+
+def static_memory_extra(kubelet: KubeletPlan) -> int | None:
+    """With the Static memory manager, the share of reservedMemory beyond systemReserved; else None."""
+    settings = kubelet.settings
+    return settings.memory_reserved_on_own_node_bytes if settings.memory_manager_policy == "Static" else None
 
 
 def prepare_script(kubelet: KubeletPlan) -> HostFile:
     """Runs on the host before the kubelet starts.
 
     1. Reserves what lies outside the kubelet's NUMA node: a kubelet reports the whole machine
-       as capacity. The CPU share is known from the plan; a node's memory only on the host.
-    2. Makes the shared device-plugins directory a private mount point on the host, so that
+       as capacity. The CPU share is known from the plan; memory and hugepages only on the host
+       (reservations.py: systemReserved.memory, and reservedMemory with the Static memory manager).
+    2. Removes a resource manager's state file written for another policy or reservation (the
+       kubelet would refuse to start), e.g. after hugepages changed across a reboot.
+    3. Makes the shared device-plugins directory a private mount point on the host, so that
        the bind each kubelet puts over it in its own mount namespace stays in that namespace.
     """
     layout = kubelet.layout
@@ -203,17 +224,15 @@ def prepare_script(kubelet: KubeletPlan) -> HostFile:
         "#!/bin/sh\n"
         + HEADER
         + "set -eu\n"
-        + f"node_kib=$(awk '$3 == \"MemTotal:\" {{ print $4 }}' /sys/devices/system/node/node{kubelet.numa_node}/meminfo)\n"
-        + "total_kib=$(awk '$1 == \"MemTotal:\" { print $2 }' /proc/meminfo)\n"
+        + reservations.sysfs_variables()
+        + reservations.reservation_shell(kubelet.numa_node, kubelet.host_numa_nodes, static_memory_extra(kubelet))
         + f"mkdir -p {dropin_dir}\n"
-        + f"cat > {dropin_dir}/.50-system-reserved.conf.tmp <<EOF\n"
-        + f"apiVersion: {KUBELET_CONFIG_API}\n"
-        + "kind: KubeletConfiguration\n"
-        + "systemReserved:\n"
-        + f'  cpu: "{kubelet.reserved_cpus}"\n'
-        + '  memory: "$((total_kib - node_kib))Ki"\n'
-        + "EOF\n"
+        + "{\n"
+        + reservations.dropin_shell(kubelet.reserved_cpus)
+        + f"}} > {dropin_dir}/.50-system-reserved.conf.tmp\n"
         + f"mv -f {dropin_dir}/.50-system-reserved.conf.tmp {dropin_dir}/50-system-reserved.conf\n"
+        + reservations.state_functions_shell(layout.root_dir)
+        + reservations.reconcile_managers_shell(layout.root_dir, kubelet.settings.cpu_manager_identity)
         + f"mkdir -p {SHARED_DEVICE_PLUGINS_DIR}\n"
         # Kubelets of the other NUMA nodes may be starting at the same moment.
         + "exec 9>/run/numa-kubelets/device-plugins.lock\n"
@@ -249,7 +268,8 @@ def namespace_script(kubelet: KubeletPlan) -> HostFile:
 
 def kubelet_arguments(kubelet: KubeletPlan, cluster: ClusterPlan | None) -> list[str]:
     layout = kubelet.layout
-    node_labels = ",".join(f"{key}={value}" for key, value in kubelet.labels)
+    labels = sorted(registration_labels(kubelet, cluster).items())
+    node_labels = ",".join(f"{key}={value}" for key, value in labels)
     arguments = [
         f"--config={layout.kubelet_config}",
         f"--config-dir={layout.kubelet_config_dropin_dir}",

@@ -8,6 +8,7 @@ and script each host would receive, as a mapping of relative path -> text:
     <host>/files/<on-host path>                  each rendered file, at its path on the host
     <host>/scripts/<resource>.apply.sh           each remote command's create/update script
     <host>/scripts/<resource>.delete.sh          ... and its delete script
+    cluster/nodes/<node>.yaml                    with a cluster: the labels and taints the stack keeps on each Node
     demo/namespace.yaml, demo/pods/<pod>.yaml    the demo's Kubernetes objects, when enabled
 
 The content comes from the core's own render and script functions, so it is what `pulumi up`
@@ -25,6 +26,7 @@ wrote and this one does not, and `main`) is at the bottom:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import shlex
 import sys
@@ -36,8 +38,9 @@ from typing import Any
 import yaml
 
 from . import placement, render, scripts
+from .cluster import registration_labels
 from .config import NAMESPACE, ConfigError, StackConfig, decode_pulumi_values, load_config
-from .plan import HostPlan, KubeletPlan, Plan, build_plan
+from .plan import ClusterPlan, HostPlan, KubeletPlan, Plan, build_plan
 from .render import HostFile
 
 SECRET_KEYS = ("sshPrivateKey", "bootstrapToken", "kubeconfig")
@@ -47,6 +50,8 @@ _STAND_INS = {
     "sshPrivateKey": "stand-in for an encrypted SSH private key",
     "kubeconfig": "stand-in for an encrypted kubeconfig",
 }
+MANAGED_TOKEN_PLACEHOLDER = "<secret: bootstrap token the stack creates>"
+KUBE_DNS_PLACEHOLDER = "<clusterIP of kube-system/kube-dns>"
 MANIFEST = ".numa-kubelets-plan"
 SUMMARY = "summary.md"
 
@@ -139,6 +144,9 @@ def plan_from_stack(document: Any, assume_secrets: tuple[str, ...] = ()) -> tupl
     config = load_config(decode_pulumi_values(stack.values))
     plan = build_plan(config)
     placement.check_demo(config, plan)
+    if plan.cluster is not None and plan.cluster.dns is None:
+        # The program reads it from the cluster; a review has no cluster to ask.
+        plan = dataclasses.replace(plan, cluster=dataclasses.replace(plan.cluster, dns=KUBE_DNS_PLACEHOLDER))
     return config, plan
 
 
@@ -230,7 +238,7 @@ def host_commands(host: HostPlan, plan: Plan, demo_pods: tuple[placement.DemoPod
 def _bootstrap_kubeconfig(kubelet: KubeletPlan, plan: Plan) -> dict[str, Any]:
     if plan.cluster is None:
         return {}
-    content = scripts.bootstrap_kubeconfig_stdin(kubelet, plan, secret_placeholder("bootstrapToken"))
+    content = scripts.bootstrap_kubeconfig_stdin(kubelet, plan, bootstrap_token_placeholder(plan))
     path = kubelet.layout.bootstrap_kubeconfig
     return {"stdin": f"`{path}` (secret, 0600)", "stdin_file": HostFile(path, content, mode="0600")}
 
@@ -309,9 +317,15 @@ def _manifest_yaml(document: Mapping[str, Any]) -> str:
     return yaml.safe_dump(dict(document), sort_keys=False, default_flow_style=False)
 
 
+def bootstrap_token_placeholder(plan: Plan) -> str:
+    if plan.cluster is not None and plan.cluster.managed_bootstrap_token:
+        return MANAGED_TOKEN_PLACEHOLDER
+    return secret_placeholder("bootstrapToken")
+
+
 def summary(plan: Plan) -> str:
     if plan.cluster is not None:
-        target = f"joins the cluster at {plan.cluster.server} (bootstrap token: {secret_placeholder('bootstrapToken')})"
+        target = f"joins the cluster at {plan.cluster.server} (bootstrap token: {bootstrap_token_placeholder(plan)})"
     else:
         target = "standalone kubelets (no cluster)"
     lines = [
@@ -344,6 +358,9 @@ def render_plan(config: StackConfig, plan: Plan) -> dict[str, str]:
         files["demo/namespace.yaml"] = _manifest_yaml(placement.namespace_manifest(config.demo.namespace))
         for pod in pods:
             files[f"demo/pods/{pod.name}.yaml"] = _manifest_yaml(pod.manifest())
+    if plan.cluster is not None:
+        for kubelet in plan.kubelets:
+            files[f"cluster/nodes/{kubelet.node_name}.yaml"] = _manifest_yaml(node_review(kubelet, plan.cluster))
     for host in plan.hosts:
         commands = host_commands(host, plan, pods)
         files[f"{host.name}/index.md"] = host_index(host, commands)
@@ -357,6 +374,23 @@ def render_plan(config: StackConfig, plan: Plan) -> dict[str, str]:
                     raise ValueError(f"{host.name}: two different contents for {host_file.path}")
                 files[path] = host_file.content
     return dict(sorted(files.items()))
+
+
+def node_review(kubelet: KubeletPlan, cluster_plan: ClusterPlan) -> dict[str, Any]:
+    """What the stack keeps true of a kubelet's Node in the cluster (ClusterNode)."""
+    removal = (
+        f"cordon, drain (at most {cluster_plan.drain_timeout_seconds}s), delete"
+        if cluster_plan.remove_nodes
+        else "keep the Node, take the stack's taints off"
+    )
+    return {
+        "node": kubelet.node_name,
+        "registersWith": {"labels": registration_labels(kubelet, cluster_plan)},
+        "readyWithin": f"{cluster_plan.node_ready_timeout_seconds}s",
+        "labels": kubelet.label_map,
+        "taints": [taint.manifest() for taint in kubelet.taints],
+        "whenTheKubeletLeaves": removal,
+    }
 
 
 def render_stack(document: Any, assume_secrets: tuple[str, ...] = ()) -> dict[str, str]:

@@ -15,7 +15,7 @@ import hashlib
 import shlex
 from dataclasses import dataclass
 
-from . import network
+from . import network, reservations
 from .plan import SHARED_CONTAINERD_RUN, SHARED_DEVICE_PLUGINS_DIR, UNSHARE, HostPlan, KubeletPlan, Plan
 from .render import (
     HOST_SERVICE_UNITS,
@@ -26,6 +26,7 @@ from .render import (
     kubelet_files,
     netns_files,
     slice_unit,
+    static_memory_extra,
 )
 
 MIN_SYSTEMD = 244
@@ -130,6 +131,7 @@ def preflight_scripts(host: HostPlan, plan: Plan) -> HostScripts:
         "done\n",
         'if ! command -v runc >/dev/null 2>&1; then fail "runc is not installed (containerd needs it)"; fi\n',
         _containerd_version_check(plan.containerd_path),
+        kubelet_version_check(plan),
         "for tool in flock mountpoint; do\n"
         '  if ! command -v "$tool" >/dev/null 2>&1; then fail "$tool (util-linux) is not installed"; fi\n'
         "done\n",
@@ -177,6 +179,23 @@ def _containerd_version_check(containerd_path: str) -> str:
         f'  (*) fail "containerd $containerd_version is not supported: the rendered config is read by containerd {supported}";;\n'
         "esac\n"
         "runc_version=$(runc --version 2>/dev/null | awk 'NR == 1 { print $1 \" \" $3 }' || true)\n"
+    )
+
+
+def kubelet_version_check(plan: Plan) -> str:
+    """The host's kubelet must have every option the declared kubeletVersion allows."""
+    major, minor = plan.kubelet_version.split(".")
+    kubelet = q(plan.kubelet_path)
+    return (
+        f"if [ -x {kubelet} ]; then\n"
+        f"  kubelet_version=$({kubelet} --version 2>/dev/null | awk '{{ print $2 }}' || true)\n"
+        f"  kubelet_minor=$(echo \"$kubelet_version\" | sed -n 's/^v{int(major)}\\.\\([0-9][0-9]*\\)\\..*/\\1/p')\n"
+        '  if [ -z "$kubelet_minor" ]; then\n'
+        f"    fail \"cannot tell the version of {plan.kubelet_path} (--version says '$kubelet_version')\"\n"
+        f'  elif [ "$kubelet_minor" -lt {int(minor)} ]; then\n'
+        f'    fail "kubelet $kubelet_version is older than kubeletVersion {plan.kubelet_version} of the stack"\n'
+        "  fi\n"
+        "fi\n"
     )
 
 
@@ -341,6 +360,7 @@ def kubelet_scripts(host: HostPlan, kubelet: KubeletPlan, plan: Plan) -> HostScr
         apply_steps.append(f"write_file {q(layout.bootstrap_kubeconfig)} 0600 {q(unit)}\n")
     files = kubelet_files(kubelet, plan)
     apply_steps += [write_file_step(file, unit) for file in files]
+    apply_steps.append(_resource_manager_state_step(kubelet))
     apply_steps.append(_restart_if_pending(unit))
     remove_steps = [
         _stop_for_good(unit),
@@ -359,6 +379,30 @@ def kubelet_scripts(host: HostPlan, kubelet: KubeletPlan, plan: Plan) -> HostScr
     ]
     title = f"{unit} ({kubelet.node_name}) on host {host.name}"
     return _host_scripts(host, title, apply_steps, f"remove {unit} and its state from host {host.name}", remove_steps)
+
+
+def _resource_manager_state_step(kubelet: KubeletPlan) -> str:
+    """Reports the node's hugepage pools; removes state files the restarted kubelet would refuse.
+
+    The memory reservation depends on the host's hugepages, so it is computed here as at the
+    kubelet's start. A running kubelet keeps writing its state, so it is stopped before a file
+    goes; the restart marker then starts it with the new settings.
+    """
+    layout = kubelet.layout
+    cpu_identity = kubelet.settings.cpu_manager_identity
+    return (
+        reservations.sysfs_variables()
+        + reservations.reservation_shell(kubelet.numa_node, kubelet.host_numa_nodes, static_memory_extra(kubelet))
+        + reservations.hugepage_report_shell(kubelet.numa_node)
+        + f"echo 'numa-kubelets: {layout.kubelet_unit} reserves what lies outside its NUMA node, as of now:'\n"
+        + reservations.dropin_shell(kubelet.reserved_cpus)
+        + reservations.state_functions_shell(layout.root_dir)
+        + f"if {reservations.managers_changed_shell(cpu_identity)}; then\n"
+        + f"  systemctl stop {q(layout.kubelet_unit)} 2>/dev/null || true\n"
+        + reservations.reconcile_managers_shell(layout.root_dir, cpu_identity)
+        + f'  mkdir -p "$pending_dir" && touch "$pending_dir"/{q(layout.kubelet_unit)}\n'
+        + "fi\n"
+    )
 
 
 def bootstrap_kubeconfig_stdin(kubelet: KubeletPlan, plan: Plan, token: str) -> str:

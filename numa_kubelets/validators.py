@@ -90,21 +90,41 @@ def check_host_key(value: str) -> str:
     return key
 
 
-def check_label_key(key: str) -> str:
+def _qualified_name_prefix(key: str, what: str) -> str:
+    """The prefix of a Kubernetes qualified name ([prefix/]name), after checking its syntax."""
     prefix, _, name = key.rpartition("/")
     if "/" in key and not prefix:
-        raise ValueError(f"label key {key!r} has an empty prefix")
+        raise ValueError(f"{what} {key!r} has an empty prefix")
     if prefix and not DNS_NAME.fullmatch(prefix):
-        raise ValueError(f"label key {key!r}: prefix {prefix!r} is not a DNS-1123 subdomain")
+        raise ValueError(f"{what} {key!r}: prefix {prefix!r} is not a DNS-1123 subdomain")
     if not LABEL_NAME.fullmatch(name):
         raise ValueError(
-            f"label key {key!r}: name {name!r} must be at most 63 characters of letters, digits, "
+            f"{what} {key!r}: name {name!r} must be at most 63 characters of letters, digits, "
             "'-', '_' or '.', starting and ending with a letter or digit"
         )
-    if prefix == AUTOMATIC_LABEL_PREFIX or prefix.endswith("." + AUTOMATIC_LABEL_PREFIX):
+    return prefix
+
+
+def _under(prefix: str, domain: str) -> bool:
+    return prefix == domain or prefix.endswith("." + domain)
+
+
+def check_taint_key(key: str) -> str:
+    prefix = _qualified_name_prefix(key, "taint key")
+    if _under(prefix, AUTOMATIC_LABEL_PREFIX):
+        raise ValueError(f"taint key {key!r}: the {AUTOMATIC_LABEL_PREFIX}/ prefix is reserved for numa-kubelets")
+    if any(_under(prefix, s) for s in RESERVED_LABEL_SUFFIXES):
+        # node.kubernetes.io/not-ready and the like belong to the node lifecycle controller.
+        raise ValueError(f"taint key {key!r}: taints under {prefix}/ are managed by Kubernetes itself")
+    return key
+
+
+def check_label_key(key: str) -> str:
+    prefix = _qualified_name_prefix(key, "label key")
+    if _under(prefix, AUTOMATIC_LABEL_PREFIX):
         raise ValueError(f"label key {key!r}: the {AUTOMATIC_LABEL_PREFIX}/ prefix is set by numa-kubelets itself")
-    reserved = any(prefix == s or prefix.endswith("." + s) for s in RESERVED_LABEL_SUFFIXES)
-    settable = any(prefix == p or prefix.endswith("." + p) for p in KUBELET_SETTABLE_PREFIXES)
+    reserved = any(_under(prefix, s) for s in RESERVED_LABEL_SUFFIXES)
+    settable = any(_under(prefix, p) for p in KUBELET_SETTABLE_PREFIXES)
     if reserved and not settable:
         raise ValueError(
             f"label key {key!r}: a kubelet may not set labels under {prefix}/ "
@@ -161,6 +181,23 @@ def check_duration(value: str) -> str:
     if not DURATION.fullmatch(value):
         raise ValueError(f"{value!r} is not a duration such as '90s', '10m' or '1h'")
     return value
+
+
+def check_ip_address(value: str) -> str:
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        raise ValueError(f"{value!r} is not an IP address") from None
+    if "%" in value:  # ipaddress accepts any text as an IPv6 scope id
+        raise ValueError(f"{value!r}: IPv6 scope ids (%...) are not supported")
+    return value
+
+
+def duration_seconds(value: str) -> int:
+    """A checked duration ('90s', '10m', '1h') in seconds."""
+    match = DURATION.fullmatch(check_duration(value))
+    assert match is not None
+    return int(match.group(1)) * {"s": 1, "m": 60, "h": 3600}[match.group(2)]
 
 
 def check_command_argument(value: str) -> str:

@@ -44,17 +44,43 @@ class RegisteredResource:
     raw_inputs: dict[str, Any]  # as the engine receives them: secrets still in their envelopes
 
 
-class RecordingMocks(pulumi.runtime.Mocks):
-    """Records every registration; a resource's state is its inputs, as a fresh create returns."""
+KUBE_DNS_CLUSTER_IP = "10.96.0.10"
+# What the random provider would generate for the managed bootstrap token: [a-z0-9], 6 and 16 long.
+TOKEN_ID = "k1d2e3"
+TOKEN_SECRET = "s3cr3tt0k3nvalue"
 
-    def __init__(self) -> None:
+
+def secret_envelope(value: Any) -> dict[str, Any]:
+    return {SECRET_SIGNATURE_KEY: SECRET_SIGNATURE, "value": value}
+
+
+class RecordingMocks(pulumi.runtime.Mocks):
+    """Records every registration; a resource's state is its inputs, as a fresh create returns.
+
+    Plays the few things a real engine adds: the cluster's kube-dns Service (None: the cluster
+    has none, and reading it fails as the Kubernetes provider's read does) and the random
+    provider's results (the password's as a secret, as the provider marks it).
+    """
+
+    def __init__(self, kube_dns_cluster_ip: str | None = KUBE_DNS_CLUSTER_IP) -> None:
         self.resources: list[RegisteredResource] = []
+        self.kube_dns_cluster_ip = kube_dns_cluster_ip
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
         self.resources.append(
             RegisteredResource(args.typ, args.name, unwrap_secrets(dict(args.inputs)), dict(args.inputs))
         )
-        return f"{args.name}-id", dict(args.inputs)
+        state = dict(args.inputs)
+        if args.typ == "kubernetes:core/v1:Service" and args.resource_id == "kube-system/kube-dns":
+            if self.kube_dns_cluster_ip is None:
+                raise Exception('resource "kube-system/kube-dns" does not exist')
+            state = {"metadata": {"name": "kube-dns", "namespace": "kube-system"}}
+            state["spec"] = {"clusterIP": self.kube_dns_cluster_ip, "type": "ClusterIP"}
+        elif args.typ == "random:index/randomString:RandomString":
+            state["result"] = TOKEN_ID
+        elif args.typ == "random:index/randomPassword:RandomPassword":
+            state["result"] = secret_envelope(TOKEN_SECRET)
+        return args.resource_id or f"{args.name}-id", state
 
     def call(self, args: pulumi.runtime.MockCallArgs):
         return {}
@@ -72,9 +98,17 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         self.requests[response.urn] = request
         return response
 
+    def ReadResource(self, request):
+        response = super().ReadResource(request)
+        self.requests[response.urn] = request
+        return response
+
 
 @dataclass
 class ProgramRun:
+    # In the order the mock engine saw them, not the program's: the SDK registers each resource
+    # from a thread pool once its inputs resolve, so under load independent ones swap places.
+    # Assert on names, sets or stack outputs, never on positions in this list.
     resources: list[RegisteredResource]
     requests: dict[str, Any]
     outputs: dict[str, Any]

@@ -107,7 +107,9 @@ def node_names(config: dict) -> list[str]:
 def test_one_demo_placement_with_its_pod_per_kubelet(monkeypatch, demo_config):
     result = run(monkeypatch, demo_config)
     expected = [f"numa-demo-{node}" for node in node_names(demo_config)]
-    assert [d.name for d in result.of_type(DEMO)] == expected
+    # Registration order is not program order (see ProgramRun.resources); the placement output's
+    # order is, and test_placement_outputs_when_every_pod_is_in_place checks it.
+    assert sorted(d.name for d in result.of_type(DEMO)) == sorted(expected)
     for pod in result.of_type(POD):
         assert result.parent_of(pod) == (DEMO, pod.name)
         assert pod.inputs["metadata"]["namespace"] == "numa-demo"
@@ -124,7 +126,8 @@ def test_every_kubernetes_resource_uses_the_stack_provider(monkeypatch, demo_con
     assert provider.inputs["kubeconfig"] == KUBECONFIG
     provider_urn = next(urn for urn in result.requests if urn.endswith(f"{PROVIDER}::{provider.name}"))
     kubernetes_resources = [r for r in result.resources if r.type.startswith("kubernetes:")]
-    assert len(kubernetes_resources) == 9  # the namespace and eight pods
+    # The namespace, eight pods, eight Node label patches, and the read of the cluster's DNS Service.
+    assert len(kubernetes_resources) == 18
     for resource in kubernetes_resources:
         assert result.request_of(resource).provider.startswith(provider_urn + "::"), resource.name
 
@@ -135,14 +138,18 @@ def test_without_a_kubeconfig_secret_the_provider_uses_the_ambient_one(monkeypat
     assert "kubeconfig" not in provider.inputs
 
 
-def test_the_namespace_exists_and_pods_wait_for_it_and_for_their_kubelet(monkeypatch, demo_config):
+def test_the_namespace_exists_and_pods_wait_for_it_and_for_their_labelled_node(monkeypatch, demo_config):
     result = run(monkeypatch, demo_config)
     [namespace] = result.of_type(NAMESPACE)
     assert namespace.inputs["metadata"]["name"] == "numa-demo"
     pod = result.named("numa-demo-numa-b-numa1", POD)
     dependencies = result.dependencies_of(pod)
-    assert {"numa-demo", "numa-b-numa1-containerd", "numa-b-numa1-kubelet"} <= set(dependencies)
+    # The Node's label patch, which waits for the Node to be Ready, which waits for the kubelet.
+    assert {"numa-demo", "numa-b-numa1"} <= set(dependencies)
     assert not any(name.startswith("numa-b-numa0") for name in dependencies)
+    assert "numa-b-numa1-lifecycle" in result.dependencies_of(
+        result.named("numa-b-numa1", "kubernetes:core/v1:NodePatch")
+    )
 
 
 def test_pods_wait_for_readiness_within_the_configured_timeout(monkeypatch, demo_config):
@@ -240,7 +247,7 @@ def test_no_demo_resources_when_the_demo_is_disabled(monkeypatch, cluster_config
     for config in (cluster_config, dev_config):  # disabled explicitly; no cluster at all
         result = run(monkeypatch, config, ClusterMocks(lambda pod: None, lambda pod: ""))
         assert result.of_type(DEMO) == []
-        assert [r for r in result.resources if "kubernetes" in r.type] == []
+        assert result.of_type(POD) == [] and result.of_type(NAMESPACE) == []
         assert [c for c in result.commands() if c.name.endswith("-probe")] == []
         assert set(result.outputs) == {"hosts"}
 

@@ -105,6 +105,7 @@ def test_hosts_output_for_the_origin(dev_config):
         "labels": {"numa-kubelets.io/host": "numa-a", "numa-kubelets.io/numa-node": "0", "numa-type": "red"},
         "slice": "numa0.slice",
         "unit": "kubelet@numa0.service",
+        "hugepages": {},  # read on the host by the kubelet command: nothing ran under mocks
     }
     assert numa_a["kubelets"]["numa-a-numa1"]["port"] == 10350
 

@@ -711,6 +711,173 @@ _VALUE_CHECKS: tuple[Callable[[dict[str, Any]], list[str]], ...] = (
 
 
 # --------------------------------------------------------------------------
+# resource managers: CPU, memory and topology manager settings, state files
+# --------------------------------------------------------------------------
+
+# Policy options of kubelet 1.35 and their stage: alpha ones need the alpha feature gate.
+CPU_MANAGER_OPTIONS = {
+    "full-pcpus-only": "GA",
+    "distribute-cpus-across-numa": "beta",
+    "align-by-socket": "alpha",
+    "distribute-cpus-across-cores": "alpha",
+    "strict-cpu-reservation": "GA",
+    "prefer-align-cpus-by-uncorecache": "beta",
+}
+TOPOLOGY_MANAGER_OPTIONS = {"prefer-closest-numa-nodes": "GA", "max-allowable-numa-nodes": "GA"}
+TOPOLOGY_MANAGER_MAX_NUMA_NODES = 8
+CPU_STATE, MEMORY_STATE = "cpu_manager_state", "memory_manager_state"
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+_DECIMAL = {"k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+
+
+def parse_cpulist(text: str) -> set[int]:
+    cpus: set[int] = set()
+    for item in filter(None, text.strip().split(",")):
+        first, _, last = item.partition("-")
+        cpus.update(range(int(first), int(last or first) + 1))
+    return cpus
+
+
+def quantity_bytes(text: str) -> int:
+    match = re.fullmatch(r"(\d+)(Ki|Mi|Gi|Ti|k|M|G|T)?", text)
+    if match is None:
+        raise ValueError(f"{text!r} is not a whole-byte memory quantity")
+    suffix = match.group(2) or ""
+    return int(match.group(1)) * (_BINARY.get(suffix) or _DECIMAL.get(suffix) or 1)
+
+
+def _option_problems(config: dict[str, Any], field: str, known: dict[str, str], alpha_gate: str) -> list[str]:
+    problems = []
+    gates = config.get("featureGates", {})
+    for option in config.get(field, {}):
+        if option not in known:
+            problems.append(f"{field}: unknown option {option!r}")
+        elif known[option] == "alpha" and not gates.get(alpha_gate, False):
+            problems.append(f"{field}: {option} is alpha: it needs featureGates.{alpha_gate}: true")
+    return problems
+
+
+def manager_problems(config: dict[str, Any], online_cpus: set[int], numa_nodes: list[int]) -> list[str]:
+    """What the CPU, memory and topology managers refuse at start, given the machine's CPUs and nodes."""
+    problems = _option_problems(config, "cpuManagerPolicyOptions", CPU_MANAGER_OPTIONS, "CPUManagerPolicyAlphaOptions")
+    problems += _option_problems(
+        config, "topologyManagerPolicyOptions", TOPOLOGY_MANAGER_OPTIONS, "TopologyManagerPolicyAlphaOptions"
+    )
+    cpu_policy = config.get("cpuManagerPolicy", "none")
+    if config.get("cpuManagerPolicyOptions") and cpu_policy != "static":
+        problems.append("cpuManagerPolicyOptions need cpuManagerPolicy: static")
+    reserved_text = config.get("reservedSystemCPUs")
+    if reserved_text is not None and _CPULIST.fullmatch(reserved_text):
+        stray = parse_cpulist(reserved_text) - online_cpus
+        if stray:
+            problems.append(f"reservedSystemCPUs {reserved_text}: CPUs {sorted(stray)} are not online")
+    if cpu_policy == "static":
+        reserved_cpu = config.get("systemReserved", {}).get("cpu", "0")
+        if not reserved_text and reserved_cpu in ("0", "0m"):
+            problems.append("the static CPU manager needs reserved CPUs (reservedSystemCPUs or systemReserved.cpu)")
+    topology_policy = config.get("topologyManagerPolicy", "none")
+    if (
+        topology_policy != "none"
+        and len(numa_nodes) > TOPOLOGY_MANAGER_MAX_NUMA_NODES
+        and "max-allowable-numa-nodes" not in config.get("topologyManagerPolicyOptions", {})
+    ):
+        problems.append(f"topology manager: {len(numa_nodes)} NUMA nodes need max-allowable-numa-nodes")
+    if config.get("memoryManagerPolicy", "None") == "Static":
+        problems += static_memory_problems(config, numa_nodes)
+    elif config.get("reservedMemory"):
+        problems.append("reservedMemory is only used with memoryManagerPolicy: Static")
+    return problems
+
+
+def static_memory_problems(config: dict[str, Any], numa_nodes: list[int]) -> list[str]:
+    """The kubelet's sum rule: reservedMemory equals systemReserved + kubeReserved + evictionHard, exactly."""
+    entries = config.get("reservedMemory")
+    if not entries:
+        return ["memoryManagerPolicy Static needs reservedMemory"]
+    problems = []
+    try:
+        total = 0
+        for entry in entries:
+            node, limits = entry.get("numaNode"), entry.get("limits", {})
+            if node not in numa_nodes:
+                problems.append(f"reservedMemory: NUMA node {node} does not exist (nodes {numa_nodes})")
+            size = quantity_bytes(limits.get("memory", "0"))
+            if size == 0:
+                problems.append(f"reservedMemory: NUMA node {node} reserves no memory")
+            total += size
+        required = expected_reserved_memory(config)
+    except ValueError as error:
+        return [*problems, f"reservedMemory: {error}"]
+    if total != required:
+        problems.append(
+            f"the total amount {total} of type memory is not equal to the value {required} determined by "
+            "Node Allocatable feature (systemReserved + kubeReserved + evictionHard)"
+        )
+    return problems
+
+
+def expected_reserved_memory(config: dict[str, Any]) -> int:
+    eviction = config.get("evictionHard")
+    if eviction is None:
+        eviction_memory = "100Mi"
+    else:
+        eviction_memory = eviction.get(
+            "memory.available", "100Mi" if config.get("mergeDefaultEvictionSettings") else "0"
+        )
+    return (
+        quantity_bytes(config.get("systemReserved", {}).get("memory", "0"))
+        + quantity_bytes(config.get("kubeReserved", {}).get("memory", "0"))
+        + quantity_bytes(eviction_memory)
+    )
+
+
+def reserved_memory_by_node(config: dict[str, Any]) -> dict[str, int]:
+    return {
+        str(entry["numaNode"]): quantity_bytes(entry["limits"]["memory"]) for entry in config.get("reservedMemory", [])
+    }
+
+
+def state_file_problems(config: dict[str, Any], cpu_state: Any, memory_state: Any) -> list[str]:
+    """The kubelet refuses a state file written for another policy or reservation."""
+    problems = []
+    cpu_policy = config.get("cpuManagerPolicy", "none")
+    if cpu_state is not None:
+        if cpu_state.get("policyName") != cpu_policy:
+            problems.append(
+                f"could not restore state from checkpoint: configured policy {cpu_policy!r} differs from state "
+                f"checkpoint policy {cpu_state.get('policyName')!r}; remove {CPU_STATE} to start"
+            )
+        elif cpu_policy == "static" and cpu_state.get("reservedSystemCPUs") != config.get("reservedSystemCPUs"):
+            problems.append(
+                f"static policy: reserved CPUs {config.get('reservedSystemCPUs')} differ from the checkpoint's "
+                f"{cpu_state.get('reservedSystemCPUs')}; remove {CPU_STATE} to start"
+            )
+    memory_policy = config.get("memoryManagerPolicy", "None")
+    if memory_state is not None:
+        if memory_state.get("policyName") != memory_policy:
+            problems.append(
+                f"could not restore state from checkpoint: configured policy {memory_policy!r} differs from state "
+                f"checkpoint policy {memory_state.get('policyName')!r}; remove {MEMORY_STATE} to start"
+            )
+        elif memory_policy == "Static" and memory_state.get("reserved") != reserved_memory_by_node(config):
+            problems.append(
+                f"[memorymanager] the expected machine state is different from the real one; remove {MEMORY_STATE}"
+            )
+    return problems
+
+
+def new_state_files(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """What the stand-in checkpoints: the policy and the reservation it was started with (not the real format)."""
+    cpu: dict[str, Any] = {"policyName": config.get("cpuManagerPolicy", "none")}
+    if cpu["policyName"] == "static":
+        cpu["reservedSystemCPUs"] = config.get("reservedSystemCPUs")
+    memory: dict[str, Any] = {"policyName": config.get("memoryManagerPolicy", "None")}
+    if memory["policyName"] == "Static":
+        memory["reserved"] = reserved_memory_by_node(config)
+    return {CPU_STATE: cpu, MEMORY_STATE: memory}
+
+
+# --------------------------------------------------------------------------
 # the environment the unit gives the process (pure parts)
 # --------------------------------------------------------------------------
 
@@ -930,6 +1097,27 @@ def check_environment(config: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def read_json_or_none(path: str) -> Any:
+    try:
+        return json.loads(read_text(path))
+    except FileNotFoundError:
+        return None
+
+
+def check_resource_managers(config: dict[str, Any], root_dir: str) -> dict[str, Any]:
+    """Manager settings against this machine, state files against the settings; then checkpoint."""
+    online = parse_cpulist(read_text("/sys/devices/system/cpu/online"))
+    nodes = sorted(int(name[4:]) for name in os.listdir("/sys/devices/system/node") if re.fullmatch(r"node\d+", name))
+    states = {name: read_json_or_none(os.path.join(root_dir, name)) for name in (CPU_STATE, MEMORY_STATE)}
+    problems = manager_problems(config, online, nodes)
+    problems += state_file_problems(config, states[CPU_STATE], states[MEMORY_STATE])
+    if problems:
+        raise StandinError("kubelet stand-in: refusing to start:", problems)
+    for name, document in new_state_files(config).items():
+        write_json_atomically(os.path.join(root_dir, name), document)
+    return states
+
+
 def _exit_cleanly(signal_number: int, frame: Any) -> None:
     raise SystemExit(0)
 
@@ -964,6 +1152,7 @@ def run(argv: list[str]) -> int:
     observed = check_environment(config)
     root_dir = flags["root-dir"]
     os.makedirs(root_dir, exist_ok=True)
+    states_at_start = check_resource_managers(config, root_dir)
     os.makedirs(flags.get("cert-dir", os.path.join(root_dir, "pki")), exist_ok=True)
     servers = listen_addresses(config)
     serve(servers)
@@ -981,6 +1170,7 @@ def run(argv: list[str]) -> int:
         "cpus_allowed_list": status_field(status, "Cpus_allowed_list"),
         "mems_allowed_list": status_field(status, "Mems_allowed_list"),
         "listening": listening,
+        "state_files_at_start": states_at_start,
         **observed,
     }
     write_json_atomically(os.path.join(root_dir, RECORD_NAME), record)

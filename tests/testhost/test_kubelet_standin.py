@@ -1,5 +1,6 @@
 """The kubelet stand-in's checks, run on the host without a VM."""
 
+import json
 import os
 import socket
 import textwrap
@@ -431,3 +432,89 @@ def test_a_dropin_without_its_header_is_refused(tmp_path):
     (tmp_path / "50.conf").write_text("systemReserved: {cpu: '1'}\n")
     with pytest.raises(StandinError, match="apiVersion"):
         read_dropins(str(tmp_path))
+
+
+# ---------------------------------------------------------------- resource managers
+
+STATIC = {
+    "cpuManagerPolicy": "static",
+    "reservedSystemCPUs": "0,4-7",
+    "memoryManagerPolicy": "Static",
+    "systemReserved": {"cpu": "5", "memory": "1000060Ki"},
+    "reservedMemory": [
+        {"numaNode": 0, "limits": {"memory": str(1000060 * 1024)}},
+        {"numaNode": 1, "limits": {"memory": "100Mi"}},
+    ],
+}
+
+
+def test_consistent_static_managers_pass():
+    assert standin.manager_problems(STATIC, set(range(8)), [0, 1]) == []
+
+
+@pytest.mark.parametrize(
+    ("changes", "fragment"),
+    [
+        ({"cpuManagerPolicyOptions": {"strict-cpu-reservation": "yes", "bogus": "true"}}, "unknown option 'bogus'"),
+        ({"cpuManagerPolicyOptions": {"align-by-socket": "true"}}, "align-by-socket is alpha"),
+        ({"cpuManagerPolicy": "none", "cpuManagerPolicyOptions": {"full-pcpus-only": "true"}}, "need cpuManagerPolicy"),
+        ({"reservedSystemCPUs": "0,4-9"}, "CPUs [8, 9] are not online"),
+        ({"reservedSystemCPUs": None, "systemReserved": {"cpu": "0", "memory": "1000060Ki"}}, "needs reserved CPUs"),
+        ({"evictionHard": {"memory.available": "200Mi"}}, "is not equal to the value"),
+        ({"kubeReserved": {"memory": "1"}}, "is not equal to the value"),
+        ({"reservedMemory": [{"numaNode": 2, "limits": {"memory": "1"}}]}, "NUMA node 2 does not exist"),
+        ({"reservedMemory": []}, "needs reservedMemory"),
+        ({"reservedMemory": [{"numaNode": 0, "limits": {"memory": "0"}}]}, "reserves no memory"),
+        ({"memoryManagerPolicy": "None"}, "only used with memoryManagerPolicy: Static"),
+    ],
+)
+def test_resource_manager_settings_the_kubelet_refuses(changes, fragment):
+    config = {key: value for key, value in {**STATIC, **changes}.items() if value is not None}
+    problems = standin.manager_problems(config, set(range(8)), [0, 1])
+    assert any(fragment in problem for problem in problems), problems
+
+
+def test_the_topology_manager_refuses_more_than_eight_nodes_without_the_option():
+    config = {"topologyManagerPolicy": "single-numa-node"}
+    assert "need max-allowable-numa-nodes" in standin.manager_problems(config, set(range(9)), list(range(9)))[0]
+    config["topologyManagerPolicyOptions"] = {"max-allowable-numa-nodes": "9"}
+    assert standin.manager_problems(config, set(range(9)), list(range(9))) == []
+
+
+def test_state_files_of_the_same_settings_are_accepted_others_refused():
+    cpu, memory = standin.new_state_files(STATIC).values()
+    assert standin.state_file_problems(STATIC, cpu, memory) == []
+    assert standin.state_file_problems(STATIC, None, None) == []
+    none_cpu, none_memory = standin.new_state_files({}).values()
+    problems = standin.state_file_problems(STATIC, none_cpu, none_memory)
+    assert "configured policy 'static' differs from state checkpoint policy 'none'" in problems[0]
+    assert "configured policy 'Static' differs from state checkpoint policy 'None'" in problems[1]
+    assert standin.state_file_problems({}, cpu, None)[0].startswith("could not restore state from checkpoint")
+    moved = {**STATIC, "reservedSystemCPUs": "0-1,4-7"}
+    assert "reserved CPUs 0-1,4-7 differ" in standin.state_file_problems(moved, cpu, memory)[0]
+    hugepages_moved = {**STATIC, "reservedMemory": [{"numaNode": 0, "limits": {"memory": "1"}}]}
+    assert "expected machine state is different" in standin.state_file_problems(hugepages_moved, cpu, memory)[0]
+
+
+def test_checkpoints_are_written_and_refused_on_disk(tmp_path, monkeypatch):
+    online = tmp_path / "online"
+    online.write_text("0-7\n")
+    nodes = tmp_path / "node"
+    (nodes / "node0").mkdir(parents=True)
+    (nodes / "node1").mkdir()
+    real_read_text, real_listdir = standin.read_text, os.listdir
+    monkeypatch.setattr(
+        standin, "read_text", lambda path: real_read_text(str(online) if path.endswith("cpu/online") else path)
+    )
+    monkeypatch.setattr(standin.os, "listdir", lambda path: real_listdir(nodes if path.endswith("/node") else path))
+    root = tmp_path / "root"
+    root.mkdir()
+    assert standin.check_resource_managers({}, str(root)) == {"cpu_manager_state": None, "memory_manager_state": None}
+    assert json.loads((root / "cpu_manager_state").read_text()) == {"policyName": "none"}
+    with pytest.raises(standin.StandinError, match="differs from state checkpoint policy 'none'"):
+        standin.check_resource_managers(STATIC, str(root))
+    (root / "cpu_manager_state").unlink()
+    (root / "memory_manager_state").unlink()
+    seen = standin.check_resource_managers(STATIC, str(root))
+    assert seen == {"cpu_manager_state": None, "memory_manager_state": None}
+    assert standin.check_resource_managers(STATIC, str(root))["cpu_manager_state"]["policyName"] == "static"

@@ -28,6 +28,7 @@ from numa_kubelets.scripts import (
 
 SERVER = "https://192.0.2.1:6443"
 BOOTSTRAP_TOKEN = "abcdef.0123456789abcdef"
+CLUSTER_DNS = "10.96.0.10"
 CA_CERT = (
     "-----BEGIN CERTIFICATE-----\n"
     + base64.encodebytes(b"a stand-in for a DER certificate, base64 like a real one" * 2).decode()
@@ -55,7 +56,7 @@ def origin_config(**overrides: Any) -> dict[str, Any]:
 
 def with_cluster(config: dict[str, Any]) -> dict[str, Any]:
     """The same configuration, joining a cluster with a bootstrap token."""
-    cluster = {"server": SERVER, "caCert": CA_CERT}
+    cluster = {"server": SERVER, "caCert": CA_CERT, "dns": CLUSTER_DNS}
     return {**copy.deepcopy(config), "cluster": cluster, "bootstrapToken": BOOTSTRAP_TOKEN}
 
 

@@ -441,12 +441,6 @@ CASES = [
         "bootstrapToken",
         "no cluster to join",
     ),
-    Invalid(
-        "cluster without bootstrapToken",
-        both(joining_cluster, removing("bootstrapToken")),
-        "bootstrapToken",
-        "required when cluster is set",
-    ),
     Invalid("demo without cluster", setting("demo.enabled", True), "demo.enabled", "need a cluster"),
     Invalid(
         "both SSH keys",
@@ -489,6 +483,135 @@ CASES = [
         both(joining_cluster, setting("cluster.server", "https://192.0.2.1:70000")),
         "cluster.server",
         "out of range",
+    ),
+    # the cluster side of the node lifecycle (issue 12)
+    Invalid(
+        "drain timeout in words",
+        both(joining_cluster, setting("cluster.drainTimeout", "5 minutes")),
+        "cluster.drainTimeout",
+        "not a duration",
+    ),
+    Invalid(
+        "zero drain timeout",
+        both(joining_cluster, setting("cluster.drainTimeout", "0s")),
+        "cluster.drainTimeout",
+        "not a duration",
+    ),
+    Invalid(
+        "drain timeout in days",
+        both(joining_cluster, setting("cluster.drainTimeout", "1d")),
+        "cluster.drainTimeout",
+        "not a duration",
+    ),
+    Invalid(
+        "drain timeout as a number",
+        both(joining_cluster, setting("cluster.drainTimeout", 300)),
+        "cluster.drainTimeout",
+        "string",
+    ),
+    Invalid(
+        "unknown serving certificates mode",
+        both(joining_cluster, setting("cluster.servingCertificates", "auto")),
+        "cluster.servingCertificates",
+        "'selfSigned' or 'bootstrap'",
+    ),
+    Invalid(
+        "removeNodes as a string",
+        both(joining_cluster, setting("cluster.removeNodes", "yes")),
+        "cluster.removeNodes",
+        "boolean",
+    ),
+    Invalid(
+        "removeNodes without cluster",
+        setting("removeNodes", False),
+        "removeNodes",
+        "unknown key",
+    ),
+    Invalid(
+        "cluster with only removeNodes",
+        setting("cluster", {"removeNodes": False}),
+        "cluster.server",
+        "required key is missing",
+    ),
+    Invalid(
+        "cluster dns not an address",
+        both(joining_cluster, setting("cluster.dns", "kube-dns.kube-system")),
+        "cluster.dns",
+        "not an IP address",
+    ),
+    Invalid(
+        "cluster dns with a scope id",
+        both(joining_cluster, setting("cluster.dns", "fe80::a%eth0")),
+        "cluster.dns",
+        "scope ids",
+    ),
+    Invalid(
+        "cluster domain not DNS-1123",
+        both(joining_cluster, setting("cluster.domain", "Cluster.Local")),
+        "cluster.domain",
+        "DNS-1123",
+    ),
+    Invalid(
+        "typo in a cluster key",
+        both(joining_cluster, setting("cluster.drainTimout", "5m")),
+        "cluster.drainTimout",
+        "unknown key",
+    ),
+    # taints (issue 13)
+    Invalid(
+        "taint with an unknown effect",
+        setting("hosts[0].kubelets[0].taints", [{"key": "tenant", "value": "a", "effect": "NoSchedul"}]),
+        "hosts[0].kubelets[0].taints[0].effect",
+        "'NoSchedule', 'PreferNoSchedule' or 'NoExecute'",
+    ),
+    Invalid(
+        "taint without an effect",
+        setting("hosts[0].kubelets[0].taints", [{"key": "tenant", "value": "a"}]),
+        "hosts[0].kubelets[0].taints[0].effect",
+        "required key is missing",
+    ),
+    Invalid(
+        "duplicate taint key and effect",
+        setting(
+            "hosts[0].kubelets[1].taints",
+            [
+                {"key": "tenant", "value": "a", "effect": "NoSchedule"},
+                {"key": "tenant", "effect": "NoExecute"},
+                {"key": "tenant", "value": "b", "effect": "NoSchedule"},
+            ],
+        ),
+        "hosts[0].kubelets[1].taints[2]",
+        "tenant:NoSchedule is already declared (taints[0])",
+    ),
+    Invalid(
+        "taint under a Kubernetes prefix",
+        setting("hosts[0].kubelets[0].taints", [{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}]),
+        "hosts[0].kubelets[0].taints[0].key",
+        "managed by Kubernetes itself",
+    ),
+    Invalid(
+        "taint under the automatic prefix",
+        setting("hosts[0].kubelets[0].taints", [{"key": "numa-kubelets.io/host", "effect": "NoSchedule"}]),
+        "hosts[0].kubelets[0].taints[0].key",
+        "reserved for numa-kubelets",
+    ),
+    Invalid(
+        "taint key with a space",
+        setting("hosts[0].kubelets[0].taints", [{"key": "tenant a", "effect": "NoSchedule"}]),
+        "hosts[0].kubelets[0].taints[0].key",
+        "at most 63 characters",
+    ),
+    Invalid(
+        "taint value with a slash",
+        setting("hosts[0].kubelets[0].taints", [{"key": "tenant", "value": "a/b", "effect": "NoSchedule"}]),
+        "hosts[0].kubelets[0].taints[0].value",
+        "label value",
+    ),
+    Invalid(
+        "taint with an operator",
+        setting("hosts[0].kubelets[0].taints", [{"key": "tenant", "operator": "Exists", "effect": "NoSchedule"}]),
+        "hosts[0].kubelets[0].taints[0].operator",
+        "unknown key",
     ),
     # required keys
     Invalid("no hosts", removing("hosts"), "hosts", "required key is missing"),

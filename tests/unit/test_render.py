@@ -236,7 +236,8 @@ def test_kubelet_prepares_its_reservation_and_the_host_mount_point_before_starti
     assert shlex.split(unit_value(unit.content, "Service", "ExecStartPre")) == ["/bin/sh", script.path]
     assert script.path in [file.path for file in kubelet_files(kubelet, origin)]
     assert flags(exec_start(unit))["--config-dir"] + "/50-system-reserved.conf" in script.content
-    assert "/sys/devices/system/node/node0/meminfo" in script.content
+    assert "node_root=/sys/devices/system/node\nmeminfo=/proc/meminfo\n" in script.content
+    assert "own_kib=$(node_kib 0)\n" in script.content
     assert f'cpu: "{kubelet.reserved_cpus}"' in script.content
     assert "mount --make-private /var/lib/kubelet/device-plugins\n" in script.content
 

@@ -128,9 +128,19 @@ def test_encrypted_values_count_as_present_but_unknown():
     assert values.values["bootstrapToken"] == "aaaaaa.aaaaaaaaaaaaaaaa"  # valid for validation, never written
 
 
-def test_a_secret_set_outside_the_file_can_be_assumed(tmp_path, capsys):
-    assert render(EXAMPLE_STACK, tmp_path / "without") == 1
-    assert "bootstrapToken: required when cluster is set" in capsys.readouterr().err
+def test_without_a_bootstrap_token_the_kubeconfigs_carry_the_managed_one(tmp_path):
+    assert render(EXAMPLE_STACK, tmp_path / "without") == 0
+    kubeconfig = tree(tmp_path / "without")["numa-a/files/etc/numa-kubelets/numa0/bootstrap-kubeconfig"]
+    assert review.MANAGED_TOKEN_PLACEHOLDER.encode() in kubeconfig
+    kubelet_config = tree(tmp_path / "without")["numa-a/files/etc/numa-kubelets/numa0/kubelet-config.yaml"]
+    assert yaml.safe_load(kubelet_config)["clusterDNS"] == [review.KUBE_DNS_PLACEHOLDER]
+    node = yaml.safe_load(tree(tmp_path / "without")["cluster/nodes/numa-a-numa1.yaml"])
+    assert node["labels"] == {"numa-type": "blue", "numa-kubelets.io/host": "numa-a", "numa-kubelets.io/numa-node": "1"}
+    assert node["registersWith"]["labels"] == {"numa-kubelets.io/host": "numa-a", "numa-kubelets.io/numa-node": "1"}
+    assert node["whenTheKubeletLeaves"] == "cordon, drain (at most 300s), delete"
+
+
+def test_a_secret_set_outside_the_file_can_be_assumed(tmp_path):
     assert render(EXAMPLE_STACK, tmp_path / "with", "--assume-secret", "bootstrapToken") == 0
     files = tree(tmp_path / "with")
     assert "demo/pods/numa-demo-numa-a-numa0.yaml" in files
@@ -249,6 +259,8 @@ def test_dev_scripts_are_what_the_program_sends(tmp_path):
 
 def test_cluster_scripts_and_stdin_are_what_the_program_sends():
     document = example_document()
+    # The program reads clusterDNS from the cluster when it is not set; a review cannot.
+    document["config"]["numa-kubelets:cluster"]["dns"] = "10.96.0.10"
     config = {key.removeprefix("numa-kubelets:"): value for key, value in document["config"].items()}
     config["bootstrapToken"] = TOKEN
     program = _program_commands(config, preview=True)  # the demo's verdict needs a live cluster
@@ -299,7 +311,7 @@ def test_pull_request_workflow_is_well_formed():
     assert set(stacks) == set(preview_stacks) == {"dev", "example-cluster"}
     for stack in preview_stacks:
         assert (PROJECT_DIR / f"Pulumi.{stack}.yaml").is_file()
-    (pulumi_step,) = steps_using("preview", "pulumi/actions@v6")
+    (pulumi_step,) = steps_using("preview", "pulumi/actions@v7")
     assert pulumi_step["with"]["command"] == "preview"
     assert pulumi_step["with"]["diff"] is True
     assert pulumi_step["with"]["comment-on-pr"] is True

@@ -1,0 +1,123 @@
+"""ClusterPreflight: before any kubelet tries to join, check what can be checked from here.
+
+- The stack's credential may do what the node lifecycle needs (get/patch Nodes; with
+  cluster.removeNodes also list pods, evict, delete Nodes).
+- The bootstrap token authenticates (bootstrap token authentication is enabled and its Secret
+  exists) and its groups may create CSRs and have client CSRs auto-approved.
+
+Both through SelfSubjectAccessReviews, which every authenticated user may create. A failure
+names every missing right at once. A Pulumi dynamic resource like NodeLifecycle: it runs on
+create and whenever the token or the credential changes.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pulumi
+from kubernetes import client as kube_client
+from kubernetes.client.exceptions import ApiException
+from pulumi import dynamic
+
+from numa_kubelets import cluster
+from numa_kubelets.cluster import Right
+
+from .node_lifecycle import NodeLifecycleError, api_failure, stack_api_client
+
+UNAUTHORIZED = 401
+
+
+def allowed(api: kube_client.AuthorizationV1Api, right: Right) -> bool:
+    review = right.review()
+    body = kube_client.V1SelfSubjectAccessReview(
+        api_version=review["apiVersion"],
+        kind=review["kind"],
+        spec=kube_client.V1SelfSubjectAccessReviewSpec(
+            resource_attributes=kube_client.V1ResourceAttributes(**review["spec"]["resourceAttributes"])
+        ),
+    )
+    answer = api.create_self_subject_access_review(body)
+    return bool(answer.status is not None and answer.status.allowed)
+
+
+def missing_rights(api: kube_client.AuthorizationV1Api, rights: Sequence[Right]) -> list[Right]:
+    return [right for right in rights if not allowed(api, right)]
+
+
+def check_stack_credential(api_client: kube_client.ApiClient, rights: Sequence[Right]) -> None:
+    try:
+        missing = missing_rights(kube_client.AuthorizationV1Api(api_client), rights)
+    except ApiException as error:
+        raise api_failure("checking the rights of the stack's kubeconfig", error) from None
+    if missing:
+        raise NodeLifecycleError(
+            cluster.missing_rights_message(
+                "the stack's kubeconfig", missing, "Grant them (README: rights of the stack's kubeconfig)."
+            )
+        )
+
+
+def check_bootstrap_token(api_client: kube_client.ApiClient) -> None:
+    try:
+        missing = missing_rights(kube_client.AuthorizationV1Api(api_client), cluster.TOKEN_RIGHTS)
+    except ApiException as error:
+        if error.status == UNAUTHORIZED:
+            raise NodeLifecycleError(cluster.token_does_not_authenticate_message(error.status)) from None
+        raise api_failure("checking the bootstrap token", error) from None
+    if missing:
+        raise NodeLifecycleError(
+            cluster.missing_rights_message(
+                "the bootstrap token",
+                missing,
+                f"Bind its groups to ClusterRoles {cluster.NODE_BOOTSTRAPPER_ROLE} and {cluster.NODE_CLIENT_ROLE} "
+                "(a stack without bootstrapToken creates both bindings).",
+            )
+        )
+
+
+def token_client(server: str, ca_file: str, token: str) -> kube_client.ApiClient:
+    """A client that authenticates as the kubelets will: the bootstrap token, the stack's CA."""
+    configuration = kube_client.Configuration(host=server)
+    configuration.api_key = {"authorization": f"Bearer {token}"}
+    configuration.ssl_ca_cert = ca_file
+    return kube_client.ApiClient(configuration)
+
+
+class ClusterPreflightProvider(dynamic.ResourceProvider):
+    def __init__(
+        self,
+        stack_api: Callable[[str | None], kube_client.ApiClient] = stack_api_client,
+        token_api: Callable[[str, str, str], kube_client.ApiClient] = token_client,
+    ) -> None:
+        self.stack_api = stack_api
+        self.token_api = token_api
+
+    def create(self, props: dict[str, Any]) -> dynamic.CreateResult:
+        self._check(props)
+        return dynamic.CreateResult("preflight", outs=props)
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> dynamic.DiffResult:
+        changed = any(olds.get(key) != news.get(key) for key in news if key != "__provider")
+        return dynamic.DiffResult(changes=changed, replaces=[], delete_before_replace=False)
+
+    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> dynamic.UpdateResult:
+        self._check(news)
+        return dynamic.UpdateResult(outs=news)
+
+    def _check(self, props: dict[str, Any]) -> None:
+        rights = [Right(**right) for right in props["stackRights"]]
+        check_stack_credential(self.stack_api(props.get("kubeconfig")), rights)
+        with tempfile.NamedTemporaryFile("w", suffix=".crt") as ca_file:
+            ca_file.write(props["caCert"])
+            ca_file.flush()
+            check_bootstrap_token(self.token_api(props["server"], ca_file.name, props["bootstrapToken"]))
+
+
+class ClusterPreflight(dynamic.Resource, module="numa-kubelets", name="ClusterPreflight"):
+    def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions) -> None:
+        opts = pulumi.ResourceOptions.merge(
+            opts, pulumi.ResourceOptions(additional_secret_outputs=["kubeconfig", "bootstrapToken"])
+        )
+        super().__init__(ClusterPreflightProvider(), name, props, opts)

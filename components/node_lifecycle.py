@@ -1,0 +1,251 @@
+"""NodeLifecycle: a kubelet's Node as the cluster sees it, joining and leaving.
+
+A Pulumi dynamic resource, one per kubelet of a stack with a cluster:
+- create/update: wait (bounded by demo.readyTimeout) until the Node is Ready and carries this
+  kubelet's automatic labels, then set the kubelet's taints on it;
+- delete: cordon, drain through the eviction API (PodDisruptionBudgets respected, bounded by
+  cluster.drainTimeout, DaemonSet pods left alone) and delete the Node; or, with
+  cluster.removeNodes false, only take the stack's taints back off.
+
+It runs in the Pulumi engine's dynamic provider process with the stack's cluster credential (a
+kubelet may not delete its own Node). `NodeOperations` does the talking over the official
+Kubernetes client; every decision comes from `numa_kubelets.cluster`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import pulumi
+import yaml
+from kubernetes import client as kube_client
+from kubernetes import config as kube_config
+from kubernetes.client.exceptions import ApiException
+from pulumi import dynamic
+
+from numa_kubelets import cluster
+from numa_kubelets.plan import Taint
+
+NOT_FOUND = 404
+CONFLICT = 409
+TOO_MANY_REQUESTS = 429  # an eviction a PodDisruptionBudget refuses right now
+MERGE_PATCH = "application/merge-patch+json"
+
+
+class NodeLifecycleError(Exception):
+    """Fails the Pulumi operation with a message meant for the user."""
+
+
+class NodeOperations:
+    """The few API calls of joining and leaving; `clock`/`sleep` let tests bound time."""
+
+    def __init__(
+        self,
+        api: kube_client.CoreV1Api,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+        poll_seconds: float = 2.0,
+    ) -> None:
+        self.api = api
+        self.clock = clock
+        self.sleep = sleep
+        self.poll_seconds = poll_seconds
+
+    # ------------------------------------------------------------ reads
+
+    def node(self, name: str) -> dict[str, Any] | None:
+        try:
+            return _json(self.api.read_node(name, _preload_content=False))
+        except ApiException as error:
+            if error.status == NOT_FOUND:
+                return None
+            raise api_failure(f"reading Node {name}", error) from None
+
+    def pods_on(self, name: str) -> list[dict[str, Any]]:
+        try:
+            pods = _json(
+                self.api.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={name}", _preload_content=False)
+            )
+        except ApiException as error:
+            raise api_failure(f"listing the pods of Node {name}", error) from None
+        return list(pods.get("items") or [])
+
+    # ------------------------------------------------------------ joining
+
+    def wait_ready(self, name: str, expected_labels: Mapping[str, str], timeout_seconds: int, journal: str) -> None:
+        deadline = self.clock() + timeout_seconds
+        while True:
+            readiness = cluster.node_readiness(self.node(name), expected_labels)
+            if readiness.ready:
+                return
+            if self.clock() >= deadline:
+                raise NodeLifecycleError(cluster.not_ready_message(name, readiness, timeout_seconds, journal))
+            self.sleep(self.poll_seconds)
+
+    def reconcile_taints(self, name: str, previously_declared: Sequence[Taint], declared: Sequence[Taint]) -> None:
+        """Read-modify-write with the Node's resourceVersion as precondition; a concurrent writer
+        (the node lifecycle controller) makes it read again."""
+        for _ in range(5):
+            node = self.node(name)
+            if node is None:
+                return  # nothing to taint or untaint
+            taints = cluster.reconciled_taints(
+                (node.get("spec") or {}).get("taints") or [], previously_declared, declared
+            )
+            if taints is None:
+                return
+            patch = {"metadata": {"resourceVersion": node["metadata"]["resourceVersion"]}, "spec": {"taints": taints}}
+            try:
+                self.api.patch_node(name, patch, _content_type=MERGE_PATCH, _preload_content=False)
+                return
+            except ApiException as error:
+                if error.status == NOT_FOUND:
+                    return
+                if error.status != CONFLICT:
+                    raise api_failure(f"setting the taints of Node {name}", error) from None
+        raise NodeLifecycleError(f"setting the taints of Node {name}: it kept changing under us; run the update again")
+
+    # ------------------------------------------------------------ leaving
+
+    def remove(self, name: str, drain_timeout_seconds: int) -> None:
+        """Cordon, drain, delete; a Node that is already gone is already removed."""
+        if not self._cordon(name):
+            return
+        self._drain(name, drain_timeout_seconds)
+        try:
+            self.api.delete_node(name, _preload_content=False)
+        except ApiException as error:
+            if error.status != NOT_FOUND:
+                raise api_failure(f"deleting Node {name}", error) from None
+
+    def forget(self, name: str, previously_declared: Sequence[Taint]) -> None:
+        """The Node stays: take the stack's taints off, and remove only an empty Node no kubelet ever
+        reported (what relinquishing the label patch of an already deleted Node leaves)."""
+        node = self.node(name)
+        if node is not None and cluster.never_reported_by_a_kubelet(node):
+            self.remove(name, 0)
+            return
+        self.reconcile_taints(name, previously_declared, ())
+
+    def _is_ready(self, name: str) -> bool:
+        node = self.node(name)
+        return node is not None and cluster.node_readiness(node, {}).ready
+
+    def _cordon(self, name: str) -> bool:
+        try:
+            self.api.patch_node(
+                name, {"spec": {"unschedulable": True}}, _content_type=MERGE_PATCH, _preload_content=False
+            )
+            return True
+        except ApiException as error:
+            if error.status == NOT_FOUND:
+                return False
+            raise api_failure(f"cordoning Node {name}", error) from None
+
+    def _drain(self, name: str, timeout_seconds: int) -> None:
+        deadline = self.clock() + timeout_seconds
+        while True:
+            remaining = cluster.pods_to_drain(self.pods_on(name), self._is_ready(name))
+            if not remaining:
+                return
+            # An accepted eviction leaves the pod terminating: it stays listed until it is gone.
+            blocked = {cluster.pod_key(pod): self._evict(pod) or "evicted, still terminating" for pod in remaining}
+            if self.clock() >= deadline:
+                raise NodeLifecycleError(cluster.drain_timeout_message(name, timeout_seconds, blocked))
+            self.sleep(self.poll_seconds)
+
+    def _evict(self, pod: Mapping[str, Any]) -> str | None:
+        """None when the eviction was accepted (or the pod is gone); else why it was refused."""
+        metadata = pod["metadata"]
+        if metadata.get("deletionTimestamp"):
+            return None
+        eviction = kube_client.V1Eviction(
+            api_version="policy/v1",
+            kind="Eviction",
+            metadata=kube_client.V1ObjectMeta(name=metadata["name"], namespace=metadata["namespace"]),
+        )
+        try:
+            self.api.create_namespaced_pod_eviction(
+                metadata["name"], metadata["namespace"], eviction, _preload_content=False
+            )
+            return None
+        except ApiException as error:
+            if error.status == NOT_FOUND:
+                return None
+            if error.status == TOO_MANY_REQUESTS:
+                return cluster.api_error_message("eviction refused", error.status, error.reason, error.body)
+            raise api_failure(f"evicting pod {cluster.pod_key(pod)}", error) from None
+
+
+def _json(response: Any) -> dict[str, Any]:
+    document = json.loads(response.data)
+    if not isinstance(document, dict):
+        raise NodeLifecycleError(f"the API server answered with a {type(document).__name__}, not an object")
+    return document
+
+
+def api_failure(action: str, error: ApiException) -> NodeLifecycleError:
+    """The user-facing error of a failed API call: what was being done and the API's own message."""
+    body = error.body.decode() if isinstance(error.body, bytes) else error.body
+    return NodeLifecycleError(cluster.api_error_message(action, error.status, error.reason, body))
+
+
+# ---------------------------------------------------------------- the dynamic provider
+
+# Inputs that name another Node: a change is a new Node, and the old one leaves.
+REPLACE_ON_CHANGE = ("nodeName",)
+
+
+def stack_api_client(kubeconfig: str | None) -> kube_client.ApiClient:
+    """The stack's `kubeconfig` secret, else the ambient KUBECONFIG, as the Kubernetes provider does."""
+    api_client: kube_client.ApiClient
+    if kubeconfig:
+        api_client = kube_config.new_client_from_config_dict(yaml.safe_load(kubeconfig))  # type: ignore[no-untyped-call]
+    else:
+        api_client = kube_config.new_client_from_config()  # type: ignore[no-untyped-call]
+    return api_client
+
+
+def operations_for(kubeconfig: str | None) -> NodeOperations:
+    return NodeOperations(kube_client.CoreV1Api(stack_api_client(kubeconfig)))
+
+
+class NodeLifecycleProvider(dynamic.ResourceProvider):
+    def __init__(self, operations: Callable[[str | None], NodeOperations] = operations_for) -> None:
+        self.operations = operations
+
+    def create(self, props: dict[str, Any]) -> dynamic.CreateResult:
+        self._join(props, previously_declared=())
+        return dynamic.CreateResult(props["nodeName"], outs=props)
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> dynamic.DiffResult:
+        changed = [key for key in news if key != "__provider" and olds.get(key) != news.get(key)]
+        replaces = [key for key in changed if key in REPLACE_ON_CHANGE]
+        return dynamic.DiffResult(changes=bool(changed), replaces=replaces, delete_before_replace=False)
+
+    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> dynamic.UpdateResult:
+        self._join(news, previously_declared=cluster.taints_from(olds.get("taints") or []))
+        return dynamic.UpdateResult(outs=news)
+
+    def delete(self, _id: str, props: dict[str, Any]) -> None:
+        operations = self.operations(props.get("kubeconfig"))
+        if props["removeNode"]:
+            operations.remove(props["nodeName"], int(props["drainTimeoutSeconds"]))
+        else:
+            operations.forget(props["nodeName"], cluster.taints_from(props.get("taints") or []))
+
+    def _join(self, props: Mapping[str, Any], previously_declared: Sequence[Taint]) -> None:
+        operations = self.operations(props.get("kubeconfig"))
+        name = props["nodeName"]
+        operations.wait_ready(name, props["identityLabels"], int(props["readyTimeoutSeconds"]), props["journalCommand"])
+        operations.reconcile_taints(name, previously_declared, cluster.taints_from(props.get("taints") or []))
+
+
+class NodeLifecycle(dynamic.Resource, module="numa-kubelets", name="NodeLifecycle"):
+    def __init__(self, name: str, props: Mapping[str, Any], opts: pulumi.ResourceOptions) -> None:
+        # The kubeconfig is in the inputs so that delete, which sees only the stored state, can reach the cluster.
+        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(additional_secret_outputs=["kubeconfig"]))
+        super().__init__(NodeLifecycleProvider(), name, dict(props), opts)

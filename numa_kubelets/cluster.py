@@ -1,0 +1,382 @@
+"""The cluster side of a kubelet's life: the objects the stack creates in the cluster and the
+decisions of joining (bootstrap token, readiness, labels, taints) and leaving (cordon, drain, delete).
+
+Pure: manifests and verdicts from plain data. Talking to the API server is the shell's job
+(`components/node_lifecycle.py`), which asks these functions what to do.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .plan import ClusterPlan, HostPlan, KubeletPlan, Plan, Taint
+
+BOOTSTRAP_TOKEN_SECRET_TYPE = "bootstrap.kubernetes.io/token"
+BOOTSTRAP_GROUP_PREFIX = "system:bootstrappers:numa-kubelets:"
+NODE_BOOTSTRAPPER_ROLE = "system:node-bootstrapper"
+NODE_CLIENT_ROLE = "system:certificates.k8s.io:certificatesigningrequests:nodeclient"
+KUBE_DNS_SERVICE = ("kube-system", "kube-dns")
+# pulumi-kubernetes Patch resources read their field manager and conflict policy from these.
+PATCH_FIELD_MANAGER_ANNOTATION = "pulumi.com/patchFieldManager"
+PATCH_FORCE_ANNOTATION = "pulumi.com/patchForce"
+MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
+
+Json = dict[str, Any]
+
+
+# ---------------------------------------------------------------- names that carry the stack
+
+
+def stack_slug(stack: str) -> str:
+    """The stack name as `[a-z0-9-]`: it ends up in a group name and in object names.
+
+    A name that had to be changed gets a short hash of the original, so stacks `Prod` and
+    `prod` do not share a group or bindings.
+    """
+    slug = re.sub(r"[^a-z0-9-]+", "-", stack.lower()).strip("-") or "stack"
+    if slug != stack:
+        slug = f"{slug}-{hashlib.sha256(stack.encode()).hexdigest()[:6]}"
+    return slug
+
+
+def bootstrap_group(stack: str) -> str:
+    """The extra group the stack's bootstrap token authenticates in (`system:bootstrappers:[a-z0-9:-]*[a-z0-9]`)."""
+    return BOOTSTRAP_GROUP_PREFIX + stack_slug(stack)
+
+
+def field_manager(stack: str) -> str:
+    """The server-side apply field manager of everything this stack sets on Nodes."""
+    return f"numa-kubelets-{stack_slug(stack)}"
+
+
+# ---------------------------------------------------------------- managed bootstrap token
+
+
+@dataclass(frozen=True)
+class BootstrapBinding:
+    name: str
+    role: str
+
+    def manifest(self, stack: str) -> Json:
+        return {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": self.name, "labels": managed_labels(stack)},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": self.role},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": bootstrap_group(stack)}],
+        }
+
+
+def managed_labels(stack: str) -> dict[str, str]:
+    return {"app.kubernetes.io/managed-by": "numa-kubelets", "numa-kubelets.io/stack": stack_slug(stack)}
+
+
+def bootstrap_bindings(stack: str) -> tuple[BootstrapBinding, ...]:
+    """What a token needs to join: create a CSR, and have the client-certificate CSR auto-approved."""
+    prefix = f"numa-kubelets:{stack_slug(stack)}"
+    return (
+        BootstrapBinding(f"{prefix}:node-bootstrapper", NODE_BOOTSTRAPPER_ROLE),
+        BootstrapBinding(f"{prefix}:nodeclient", NODE_CLIENT_ROLE),
+    )
+
+
+def bootstrap_token_secret(token_id: str, token_secret: str, stack: str) -> Json:
+    """Secret content: the caller keeps it inside a Pulumi secret.
+
+    Authentication only (no `usage-bootstrap-signing`: the kubelets get the CA from the stack,
+    not from the cluster-info ConfigMap), and no expiration: a host added months later joins
+    with the same token. Rotate it by replacing the token resource.
+    """
+    return {
+        "metadata": {
+            "name": f"bootstrap-token-{token_id}",
+            "namespace": "kube-system",
+            "labels": managed_labels(stack),
+        },
+        "type": BOOTSTRAP_TOKEN_SECRET_TYPE,
+        "stringData": {
+            "description": f"numa-kubelets stack {stack_slug(stack)}: kubelets join with it",
+            "token-id": token_id,
+            "token-secret": token_secret,
+            "usage-bootstrap-authentication": "true",
+            "auth-extra-groups": bootstrap_group(stack),
+        },
+    }
+
+
+def bootstrap_token(token_id: str, token_secret: str) -> str:
+    return f"{token_id}.{token_secret}"
+
+
+# ---------------------------------------------------------------- cluster DNS
+
+
+class ClusterDnsUnknown(ValueError):
+    pass
+
+
+def cluster_dns(cluster: ClusterPlan, kube_dns_cluster_ip: str | None) -> str:
+    """clusterDNS: `cluster.dns`, else the clusterIP of the kube-dns Service (None: no such Service)."""
+    if cluster.dns is not None:
+        return cluster.dns
+    cluster_ip = kube_dns_cluster_ip
+    if not cluster_ip or cluster_ip == "None":  # "None": a headless Service
+        namespace, name = KUBE_DNS_SERVICE
+        raise ClusterDnsUnknown(
+            f"the cluster has no Service {namespace}/{name} with a clusterIP to use as the kubelets' clusterDNS; "
+            "set numa-kubelets:cluster.dns to the address of the cluster's DNS service"
+        )
+    return str(cluster_ip)
+
+
+# ---------------------------------------------------------------- labels and taints on the Node
+
+
+def registration_labels(kubelet: KubeletPlan, cluster: ClusterPlan | None) -> dict[str, str]:
+    """What the kubelet registers its Node with (`--node-labels`).
+
+    With a cluster only the automatic labels: the stack's own labels are applied by server-side
+    apply. A label the kubelet had registered would stay co-owned by the "kubelet" manager, so
+    removing it from the stack would leave it on the Node.
+    """
+    return kubelet.identity_labels if cluster is not None else kubelet.label_map
+
+
+def node_label_patch(kubelet: KubeletPlan, stack: str) -> Json:
+    """The metadata of the kubelet's NodePatch: every label the stack says, under its field manager.
+
+    Forced: a label registered by an earlier version of the stack is owned by the kubelet, and a
+    changed value must win. Labels nobody in this stack declared are not in the patch, so their
+    owners keep them.
+    """
+    return {
+        "name": kubelet.node_name,
+        "labels": kubelet.label_map,
+        "annotations": {PATCH_FIELD_MANAGER_ANNOTATION: field_manager(stack), PATCH_FORCE_ANNOTATION: "true"},
+    }
+
+
+def reconciled_taints(
+    current: Sequence[Mapping[str, Any]], previously_declared: Sequence[Taint], declared: Sequence[Taint]
+) -> list[Json] | None:
+    """The Node's new taint list, or None when it already is right.
+
+    A Node's taints are one atomic list under server-side apply, shared with the node lifecycle
+    controller (not-ready, unreachable, unschedulable): applying ours would take the whole list.
+    So the stack edits the list in place: it drops the taints it declared before and no longer
+    declares, sets the ones it declares, and leaves every other taint as it is.
+    """
+    declared_keys = {(t.key, t.effect) for t in declared}
+    dropped_keys = {(t.key, t.effect) for t in previously_declared} - declared_keys
+    kept = [
+        dict(taint) for taint in current if (taint.get("key"), taint.get("effect")) not in declared_keys | dropped_keys
+    ]
+    result = kept + [t.manifest() for t in declared]
+
+    def comparable(taints: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, str]]:
+        return sorted((str(t.get("key")), str(t.get("value") or ""), str(t.get("effect"))) for t in taints)
+
+    return None if comparable(result) == comparable(current) else result
+
+
+def taints_from(raw: Sequence[Mapping[str, Any]]) -> tuple[Taint, ...]:
+    return tuple(Taint(str(t["key"]), str(t.get("value") or ""), str(t["effect"])) for t in raw)
+
+
+# ---------------------------------------------------------------- joining: is the Node there?
+
+
+@dataclass(frozen=True)
+class Readiness:
+    ready: bool
+    state: str  # for a failure message: the last condition, or why the Node is not ours
+
+
+def node_readiness(node: Mapping[str, Any] | None, expected_labels: Mapping[str, str]) -> Readiness:
+    if node is None:
+        return Readiness(False, "never registered")
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    wrong = {key: labels.get(key) for key, value in expected_labels.items() if labels.get(key) != value}
+    if wrong:
+        found = ", ".join(f"{key}={value if value is not None else '<unset>'}" for key, value in sorted(wrong.items()))
+        wanted = ", ".join(f"{key}={expected_labels[key]}" for key in sorted(wrong))
+        return Readiness(False, f"registered without the expected labels ({wanted}; found {found})")
+    conditions = (node.get("status") or {}).get("conditions") or []
+    ready = next((c for c in conditions if c.get("type") == "Ready"), None)
+    if ready is None:
+        return Readiness(False, "registered, no Ready condition yet")
+    state = f"Ready={ready.get('status')}"
+    if ready.get("reason"):
+        state += f" ({ready['reason']}: {ready.get('message', '')})".replace(": )", ")")
+    return Readiness(ready.get("status") == "True", state)
+
+
+def never_reported_by_a_kubelet(node: Mapping[str, Any]) -> bool:
+    """A Node no kubelet ever registered: it has no `status.nodeInfo`.
+
+    Relinquishing the label patch of a Node deleted out of band is a server-side apply, which
+    creates such an empty Node; the stack deletes it even when it keeps real Nodes."""
+    return not ((node.get("status") or {}).get("nodeInfo") or {}).get("kubeletVersion")
+
+
+def journal_command(host: HostPlan, kubelet: KubeletPlan) -> str:
+    """What a user runs to see why a kubelet does not register."""
+    ssh = ["ssh", *(["-p", str(host.ssh_port)] if host.ssh_port != 22 else []), f"{host.user}@{host.address}"]
+    return shlex.join([*ssh, "journalctl", "-u", kubelet.layout.kubelet_unit, "-n", "100", "--no-pager"])
+
+
+def with_cluster_dns(plan: Plan, dns: str) -> Plan:
+    """The plan once the cluster said where its DNS service is."""
+    if plan.cluster is None:
+        raise ValueError("a plan without a cluster has no clusterDNS")
+    return dataclasses.replace(plan, cluster=dataclasses.replace(plan.cluster, dns=dns))
+
+
+def not_ready_message(node_name: str, readiness: Readiness, timeout_seconds: int, journal: str) -> str:
+    message = f"Node {node_name} is not Ready after {timeout_seconds}s: {readiness.state}"
+    if readiness.state == "never registered":
+        message += f"; read the kubelet's journal with: {journal}"
+    return message
+
+
+# ---------------------------------------------------------------- leaving: what a drain evicts
+
+
+def pod_key(pod: Mapping[str, Any]) -> str:
+    metadata = pod.get("metadata") or {}
+    return f"{metadata.get('namespace')}/{metadata.get('name')}"
+
+
+def must_evict(pod: Mapping[str, Any]) -> bool:
+    """As `kubectl drain --ignore-daemonsets`: DaemonSet pods would come back, mirror pods are the
+    kubelet's static pods, and finished pods hold nothing."""
+    metadata = pod.get("metadata") or {}
+    if any(
+        owner.get("kind") == "DaemonSet" and owner.get("controller") for owner in metadata.get("ownerReferences") or []
+    ):
+        return False
+    if MIRROR_POD_ANNOTATION in (metadata.get("annotations") or {}):
+        return False
+    return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+
+
+def pods_to_drain(pods: Sequence[Mapping[str, Any]], node_ready: bool) -> list[Mapping[str, Any]]:
+    """The pods a drain still waits for.
+
+    A pod already terminating on a Node whose kubelet is not Ready never finishes: nobody stops
+    its containers. Such pods do not hold the drain up; deleting the Node lets the pod garbage
+    collector remove them (as Cluster API does for unreachable Nodes).
+    """
+    return sorted(
+        (
+            pod
+            for pod in pods
+            if must_evict(pod) and (node_ready or not (pod.get("metadata") or {}).get("deletionTimestamp"))
+        ),
+        key=pod_key,
+    )
+
+
+def drain_timeout_message(node_name: str, timeout_seconds: int, blocked: Mapping[str, str]) -> str:
+    """`blocked`: pod key -> why it is still there (e.g. the PodDisruptionBudget's refusal)."""
+    pods = "; ".join(f"{pod}: {why}" for pod, why in sorted(blocked.items()))
+    return (
+        f"draining Node {node_name} did not finish within {timeout_seconds}s (cluster.drainTimeout); "
+        f"pods still there: {pods}. Nothing was removed from the host; resolve the blocker (e.g. the "
+        "PodDisruptionBudget) or raise cluster.drainTimeout, then run the update again"
+    )
+
+
+def api_error_message(action: str, status: int | None, reason: str | None, body: str | None) -> str:
+    """A readable account of a failed API call: the Status message, not the raw response."""
+    detail = ""
+    if body:
+        try:
+            document = json.loads(body)
+        except ValueError:
+            detail = body.strip()[:300]
+        else:
+            detail = str(document.get("message") or "") if isinstance(document, dict) else ""
+    text = f"{action}: the API server answered {status} {reason or ''}".rstrip()
+    return f"{text}: {detail}" if detail else text
+
+
+# ---------------------------------------------------------------- preflight of the cluster side
+
+
+@dataclass(frozen=True)
+class Right:
+    """One access check (a SelfSubjectAccessReview's resourceAttributes) and why it is needed."""
+
+    verb: str
+    resource: str
+    why: str
+    group: str = ""
+    subresource: str = ""
+    namespace: str = ""
+
+    def review(self) -> Json:
+        attributes = {"verb": self.verb, "group": self.group, "resource": self.resource}
+        if self.subresource:
+            attributes["subresource"] = self.subresource
+        if self.namespace:
+            attributes["namespace"] = self.namespace
+        return {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": attributes},
+        }
+
+    def __str__(self) -> str:
+        resource = f"{self.resource}/{self.subresource}" if self.subresource else self.resource
+        if self.group:
+            resource += f".{self.group}"
+        where = f" in {self.namespace}" if self.namespace else ""
+        return f"{self.verb} {resource}{where} ({self.why})"
+
+
+def stack_rights(cluster: ClusterPlan) -> tuple[Right, ...]:
+    """What the stack's own credential needs beyond creating its objects (which the provider checks)."""
+    rights = [
+        Right("get", "nodes", "wait for each Node to be Ready"),
+        Right("patch", "nodes", "labels, taints, cordon"),
+    ]
+    if cluster.remove_nodes:
+        rights += [
+            Right("list", "pods", "find the pods to drain"),
+            Right("create", "pods", "drain through the eviction API", subresource="eviction"),
+            Right("delete", "nodes", "remove a kubelet's Node when it leaves"),
+        ]
+    return tuple(rights)
+
+
+TOKEN_RIGHTS = (
+    Right("create", "certificatesigningrequests", "request a client certificate", group="certificates.k8s.io"),
+    Right(
+        "create",
+        "certificatesigningrequests",
+        "have it approved automatically",
+        group="certificates.k8s.io",
+        subresource="nodeclient",
+    ),
+)
+
+
+def missing_rights_message(whose: str, missing: Sequence[Right], remedy: str) -> str:
+    rights = "; ".join(str(right) for right in missing)
+    return f"{whose} may not: {rights}. {remedy}"
+
+
+def token_does_not_authenticate_message(status: int | None) -> str:
+    return (
+        f"the bootstrap token does not authenticate (the API server answered {status}): the API server needs "
+        "--enable-bootstrap-token-auth, and the token's Secret kube-system/bootstrap-token-<id> must exist "
+        "and not be expired"
+    )

@@ -1,0 +1,25 @@
+"""A configuration problem with the path of the offending value, and the error that lists them all."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+NAMESPACE = "numa-kubelets"
+
+
+@dataclass(frozen=True)
+class Problem:
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}" if self.path else self.message
+
+
+class ConfigError(ValueError):
+    """The configuration is invalid; `problems` lists every finding."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = sorted(problems, key=lambda p: (p.path, p.message))
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(f"invalid {NAMESPACE} configuration ({len(self.problems)} problem(s)):\n{lines}")
