@@ -14,12 +14,25 @@ class KubeletInstance(pulumi.ComponentResource):
     def __init__(self, name: str, args: NumaNodeArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("numa-kubelets:index:KubeletInstance", name, None, opts)
         kubelet, plan = args.kubelet, args.plan
+        runtime_after = args.after
+        # Namespace mode: the namespace exists before containerd and the kubelet join it, and
+        # is removed after them.
+        self.netns = None
+        if kubelet.network is not None:
+            self.netns = remote_command(
+                kubelet.netns_command,
+                args.connection,
+                scripts.netns_scripts(args.host, kubelet),
+                parent=self,
+                depends_on=args.after,
+            )
+            runtime_after = [self.netns]
         self.containerd = remote_command(
             kubelet.containerd_command,
             args.connection,
             scripts.containerd_scripts(args.host, kubelet, plan),
             parent=self,
-            depends_on=args.after,
+            depends_on=runtime_after,
         )
         stdin: pulumi.Output[str] | None = None
         if plan.cluster is not None:
@@ -54,5 +67,6 @@ class KubeletInstance(pulumi.ComponentResource):
                 "runtimeUnit": kubelet.layout.containerd_unit,
                 "port": kubelet.port,
                 "healthzPort": kubelet.healthz_port,
+                **({"address": kubelet.network.address, "netns": kubelet.network.netns} if kubelet.network else {}),
             }
         )

@@ -58,6 +58,9 @@ DnsName = Annotated[StrictStr, AfterValidator(v.check_dns_name)]
 AbsolutePath = Annotated[StrictStr, AfterValidator(v.check_absolute_path)]
 LabelKey = Annotated[StrictStr, AfterValidator(v.check_label_key)]
 LabelValue = Annotated[StrictStr, AfterValidator(v.check_label_value)]
+InterfaceName = Annotated[StrictStr, AfterValidator(v.check_interface_name)]
+IPv4Address = Annotated[StrictStr, AfterValidator(v.check_ipv4_address)]
+IPv4Cidr = Annotated[StrictStr, AfterValidator(v.check_ipv4_interface)]
 Duration = Annotated[StrictStr, AfterValidator(v.check_duration)]
 
 
@@ -93,6 +96,20 @@ class KubeletSpec(StrictModel):
     taints: list[TaintSpec] = Field(default_factory=list)
     # KubeletConfiguration fields: checked field by field by kubelet_config (semantic_problems).
     kubelet_config: dict[str, Any] = Field(default_factory=dict, alias="kubeletConfig")
+    address: IPv4Cidr | None = None  # namespace mode: the node IP with its prefix length
+    device: InterfaceName | None = None  # uplink device: the interface moved into the namespace
+
+
+class NetworkSpec(StrictModel):
+    """hosts[].network; the checks across its fields are in network.py."""
+
+    mode: Literal["host", "namespace"] = "host"
+    uplink: Literal["macvlan", "ipvlan", "device"] | None = None
+    parent: InterfaceName | None = None
+    gateway: IPv4Address | None = None
+    mtu: Annotated[StrictInt, Field(ge=576, le=65535)] | None = None
+    dns: list[IPv4Address] | None = None
+    private_paths: list[AbsolutePath] | None = Field(default=None, alias="privatePaths")
 
 
 class HostSpec(StrictModel):
@@ -104,6 +121,7 @@ class HostSpec(StrictModel):
     numa_nodes: list[NumaNodeSpec] = Field(alias="numaNodes", min_length=1)
     system_cpus: CpuList | None = Field(default=None, alias="systemCpus")
     kubelets: list[KubeletSpec] | None = None
+    network: NetworkSpec = Field(default_factory=NetworkSpec)
     kubelet_config: dict[str, Any] = Field(default_factory=dict, alias="kubeletConfig")
 
 

@@ -25,6 +25,11 @@ def hosts_output(plan: Plan, observed: Mapping[str, Mapping[str, Any]] | None = 
                     "slice": kubelet.layout.slice,
                     "unit": kubelet.layout.kubelet_unit,
                     **observed.get(kubelet.node_name, {}),
+                    **(
+                        {"address": kubelet.network.address, "netns": kubelet.network.netns}
+                        if kubelet.network is not None
+                        else {}
+                    ),
                 }
                 for kubelet in host.kubelets
             },

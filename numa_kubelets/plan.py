@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import kubelet_config
+from . import kubelet_config, network
 from .config import ConfigError, HostSpec, KubeletSpec, Problem, StackConfig, default_system_cpus
 from .cpulist import CpuSet
 from .kubelet_config import KubeletSettings
+from .network import HostNetwork, KubeletNetwork
 from .validators import duration_seconds
 
 BASE_PORT = 10250
@@ -172,6 +173,7 @@ class KubeletPlan:
     settings: KubeletSettings  # the merged kubeletConfig and what the program derives from it
     host_numa_nodes: tuple[int, ...]  # every NUMA node of the host, memory-only ones included
     taints: tuple[Taint, ...] = ()
+    network: KubeletNetwork | None = None  # namespace mode only
 
     @property
     def label_map(self) -> dict[str, str]:
@@ -196,6 +198,10 @@ class KubeletPlan:
         return f"{self.resource_name}-kubelet"
 
     @property
+    def netns_command(self) -> str:
+        return f"{self.resource_name}-netns"
+
+    @property
     def identity_labels(self) -> dict[str, str]:
         """The automatic labels: they tell this kubelet's Node from any other of the same name."""
         return {k: v for k, v in self.labels if k in (HOST_LABEL, NUMA_NODE_LABEL)}
@@ -216,6 +222,7 @@ class HostPlan:
     system_cpus: CpuSet
     system_mems: CpuSet
     kubelets: tuple[KubeletPlan, ...]
+    network: HostNetwork | None = None  # namespace mode only
 
     @property
     def preflight_command(self) -> str:
@@ -257,8 +264,8 @@ class Plan:
     kubelet_path: str
     containerd_path: str
     demo_enabled: bool
-    kubelet_version: str = kubelet_config.DEFAULT_KUBELET_VERSION
     sandbox_image: str | None = None
+    kubelet_version: str = kubelet_config.DEFAULT_KUBELET_VERSION
 
     @property
     def kubelets(self) -> tuple[KubeletPlan, ...]:
@@ -275,7 +282,10 @@ def kubelet_specs(host: HostSpec) -> list[tuple[int | None, KubeletSpec]]:
     return sorted(specs, key=lambda item: item[1].numa_node)
 
 
-def plan_host(host: HostSpec, host_index: int, stack: StackConfig) -> HostPlan:
+def plan_host(host: HostSpec, host_index: int, stack: StackConfig, with_network: bool = True) -> HostPlan:
+    """`with_network=False` plans ports and CPUs only, for a host whose network settings have problems."""
+    namespaced = network.is_namespace_mode(host)
+    host_network = network.plan_host_network(host) if with_network else None
     node_cpus = {node.id: node.cpus for node in host.numa_nodes}
     system_cpus = host.system_cpus if host.system_cpus is not None else default_system_cpus(host)
     online = CpuSet()
@@ -295,6 +305,9 @@ def plan_host(host: HostSpec, host_index: int, stack: StackConfig) -> HostPlan:
             HOST_LABEL: host.name,
             NUMA_NODE_LABEL: str(spec.numa_node),
         }
+        # In namespace mode each kubelet has the port space of its own namespace.
+        port_offset = 0 if namespaced else PORT_STRIDE * index
+        instance = f"numa{spec.numa_node}"
         kubelets.append(
             KubeletPlan(
                 host=host.name,
@@ -305,16 +318,15 @@ def plan_host(host: HostSpec, host_index: int, stack: StackConfig) -> HostPlan:
                 mems=CpuSet([spec.numa_node]),
                 labels=tuple(sorted(labels.items())),
                 max_pods=spec.max_pods,
-                port=spec.port if spec.port is not None else BASE_PORT + PORT_STRIDE * index,
-                healthz_port=spec.healthz_port
-                if spec.healthz_port is not None
-                else BASE_HEALTHZ_PORT + PORT_STRIDE * index,
+                port=spec.port if spec.port is not None else BASE_PORT + port_offset,
+                healthz_port=spec.healthz_port if spec.healthz_port is not None else BASE_HEALTHZ_PORT + port_offset,
                 read_only_port=spec.read_only_port,
                 reserved_cpus=len(online) - len(cpus),
-                layout=InstanceLayout(f"numa{spec.numa_node}"),
+                layout=InstanceLayout(instance),
                 settings=kubelet_config.resolve(layers, stack.kubelet_version, online, cpus, len(node_cpus)),
                 host_numa_nodes=tuple(sorted(node_cpus)),
                 taints=tuple(Taint(t.key, t.value, t.effect) for t in spec.taints),
+                network=network.plan_kubelet_network(host_network, spec, instance),
             )
         )
     return HostPlan(
@@ -327,13 +339,17 @@ def plan_host(host: HostSpec, host_index: int, stack: StackConfig) -> HostPlan:
         system_cpus=system_cpus,
         system_mems=CpuSet(node_cpus),
         kubelets=tuple(kubelets),
+        network=host_network,
     )
 
 
 def build_plan(config: StackConfig) -> Plan:
     """Turn a validated config into the plan; raise ConfigError on fleet-wide conflicts."""
-    hosts = tuple(plan_host(host, index, config) for index, host in enumerate(config.hosts))
-    problems = fleet_problems(config, hosts)
+    network_problems = network.network_problems(config)
+    hosts = tuple(
+        plan_host(host, index, config, with_network=not network_problems) for index, host in enumerate(config.hosts)
+    )
+    problems = network_problems + fleet_problems(config, hosts)
     problems += [p for host in hosts for k in host.kubelets for p in kubelet_config.settings_problems(k.settings)]
     if problems:
         raise ConfigError(problems)
@@ -343,8 +359,8 @@ def build_plan(config: StackConfig) -> Plan:
         kubelet_path=config.kubelet_path,
         containerd_path=config.containerd_path,
         demo_enabled=config.demo_enabled,
-        kubelet_version=config.kubelet_version,
         sandbox_image=config.containerd.sandbox_image,
+        kubelet_version=config.kubelet_version,
     )
 
 
@@ -397,9 +413,13 @@ def fleet_problems(config: StackConfig, hosts: tuple[HostPlan, ...]) -> list[Pro
             )
         endpoints.setdefault(endpoint, host_index)
 
+        namespaced = network.is_namespace_mode(config.hosts[host_index])
         taken: dict[int, str] = dict(RESERVED_PORTS.items())
         taken[host.ssh_port] = "sshd"
         for kubelet in host.kubelets:
+            if namespaced:
+                # Its own namespace: only the node components that would run there too.
+                taken = dict(RESERVED_PORTS.items())
             path = kubelet_config_path(config, host_index, kubelet.numa_node)
             explicit = ".kubelets[" in path
             if kubelet.node_name in node_names:

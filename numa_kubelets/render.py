@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from . import reservations
+from . import network, reservations
 from .cluster import registration_labels
 from .plan import SHARED_CONTAINERD_RUN, SHARED_DEVICE_PLUGINS_DIR, UNSHARE, ClusterPlan, HostPlan, KubeletPlan, Plan
 
@@ -129,10 +129,12 @@ def containerd_unit(kubelet: KubeletPlan, containerd_path: str) -> HostFile:
         + f"Description=numa-kubelets: containerd for NUMA node {kubelet.numa_node}\n"
         + "Documentation=https://containerd.io\n"
         + "After=network.target local-fs.target\n"
+        + (network.runtime_unit_dependencies(kubelet.network) if kubelet.network else "")
         + "\n"
         + "[Service]\n"
         + "Type=notify\n"
         + f"Slice={layout.slice}\n"
+        + (network.containerd_service_settings(kubelet.network) if kubelet.network else "")
         + f"ExecStart={containerd_path} --config {layout.containerd_config}\n"
         # Shims and runc keep state under the hard-coded /run/containerd: one private copy each.
         + f"RuntimeDirectory={run_dir} {run_dir}/run\n"
@@ -193,6 +195,8 @@ def kubelet_config(kubelet: KubeletPlan, cluster: ClusterPlan | None) -> HostFil
         document["registerWithTaints"] = [taint.manifest() for taint in kubelet.taints]
     # The user's kubeletConfig (owned fields were refused) and the NUMA-derived manager settings.
     document.update(kubelet.settings.rendered_fields())
+    if kubelet.network is not None and kubelet.network.resolv_conf is not None:
+        document["resolvConf"] = kubelet.network.resolv_conf
     return HostFile(layout.kubelet_config, HEADER + _shared_yaml(document))
 
 
@@ -274,6 +278,9 @@ def kubelet_arguments(kubelet: KubeletPlan, cluster: ClusterPlan | None) -> list
         f"--hostname-override={kubelet.node_name}",
         f"--node-labels={node_labels}",
     ]
+    if kubelet.network is not None:
+        # Else the kubelet takes the first address of its default route's link, or a name lookup.
+        arguments.append(f"--node-ip={kubelet.network.node_ip}")
     if cluster is not None:
         arguments += [
             f"--bootstrap-kubeconfig={layout.bootstrap_kubeconfig}",
@@ -295,9 +302,11 @@ def kubelet_unit(kubelet: KubeletPlan, plan: Plan) -> HostFile:
         # Wants, not Requires: restarting the runtime must not restart the kubelet.
         + f"Wants={layout.containerd_unit} network-online.target\n"
         + f"After={layout.containerd_unit} network-online.target\n"
+        + (network.runtime_unit_dependencies(kubelet.network) if kubelet.network else "")
         + "\n"
         + "[Service]\n"
         + f"Slice={layout.slice}\n"
+        + (network.kubelet_service_settings(kubelet.network) if kubelet.network else "")
         + f"ExecStartPre=/bin/sh {layout.prepare_script}\n"
         # The device-plugin socket path is hard-coded and a starting kubelet deletes foreign
         # sockets: each kubelet sees its own directory there, in its own mount namespace.
@@ -346,3 +355,17 @@ def kubelet_files(kubelet: KubeletPlan, plan: Plan) -> list[HostFile]:
 
 def containerd_files(kubelet: KubeletPlan, plan: Plan) -> list[HostFile]:
     return [containerd_config(kubelet, plan.sandbox_image), containerd_unit(kubelet, plan.containerd_path)]
+
+
+def netns_files(kubelet_network: network.KubeletNetwork) -> list[HostFile]:
+    """numa-netns@numa<N>.service, its scripts and the namespace's resolv.conf, in install order."""
+    files = [
+        HostFile(kubelet_network.up_script, network.netns_up_script_text(kubelet_network, HEADER), mode="0755"),
+        HostFile(kubelet_network.down_script, network.netns_down_script_text(kubelet_network, HEADER), mode="0755"),
+    ]
+    if kubelet_network.resolv_conf is not None:
+        text = network.resolv_conf_text(kubelet_network, HEADER)
+        files.append(HostFile(kubelet_network.resolv_conf, text))
+        files.append(HostFile(kubelet_network.netns_etc_resolv_conf, text))
+    files.append(HostFile(kubelet_network.unit_path, network.netns_unit_text(kubelet_network, HEADER)))
+    return files

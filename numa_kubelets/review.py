@@ -186,6 +186,15 @@ def host_commands(host: HostPlan, plan: Plan, demo_pods: tuple[placement.DemoPod
     ]
     for kubelet in host.kubelets:
         base = kubelet.resource_name
+        if kubelet.network is not None:
+            commands.append(
+                RemoteCommandPlan(
+                    kubelet.netns_command,
+                    f"KubeletInstance {base}",
+                    scripts.netns_scripts(host, kubelet),
+                    tuple(render.netns_files(kubelet.network)),
+                )
+            )
         commands.append(
             RemoteCommandPlan(
                 kubelet.slice_command,
@@ -258,6 +267,25 @@ def _cell(value: object) -> str:
     return str(value).replace("|", "\\|")
 
 
+def _network_lines(host: HostPlan) -> list[str]:
+    """Namespace mode only: host mode is what the kubelets always did."""
+    if host.network is None:
+        return []
+    lines = [
+        f"- network: one namespace per kubelet, uplink {host.network.uplink}"
+        + (f" on {host.network.parent}" if host.network.parent else "")
+        + f", gateway {host.network.gateway}"
+        + (f", MTU {host.network.mtu}" if host.network.mtu else "")
+        + (f", DNS {' '.join(host.network.dns)}" if host.network.dns else ", DNS: the host's resolv.conf")
+        + "\n",
+        f"  - private paths (containerd's view): {', '.join(host.network.private_paths) or 'none'}\n",
+    ]
+    for kubelet in host.kubelets:
+        if kubelet.network is not None:
+            lines.append(f"  - {kubelet.network.netns} ({kubelet.node_name}): {kubelet.network.describe()}\n")
+    return lines
+
+
 def host_index(host: HostPlan, commands: list[RemoteCommandPlan]) -> str:
     lines = [
         f"# Host {host.name}\n",
@@ -266,6 +294,7 @@ def host_index(host: HostPlan, commands: list[RemoteCommandPlan]) -> str:
         f"- host key: {'pinned' if host.host_key else 'not pinned'}\n",
         "- NUMA nodes: " + ", ".join(f"{node_id} (CPUs {cpus or 'none'})" for node_id, cpus in host.numa_nodes) + "\n",
         f"- system CPUs (system.slice, init.scope, user.slice): {host.system_cpus}, memory nodes {host.system_mems}\n",
+        *_network_lines(host),
         "\n",
         "## Remote commands\n",
         "\n",

@@ -16,7 +16,7 @@ import posixpath
 import shlex
 from dataclasses import dataclass
 
-from . import reservations
+from . import network, reservations
 from .plan import SHARED_CONTAINERD_RUN, SHARED_DEVICE_PLUGINS_DIR, UNSHARE, HostPlan, KubeletPlan, Plan
 from .render import (
     HOST_SERVICE_UNITS,
@@ -25,6 +25,7 @@ from .render import (
     containerd_files,
     host_service_dropins,
     kubelet_files,
+    netns_files,
     slice_unit,
     static_memory_extra,
 )
@@ -130,8 +131,8 @@ def preflight_scripts(host: HostPlan, plan: Plan) -> HostScripts:
         '  if [ ! -x "$binary" ]; then fail "$binary is missing or not executable"; fi\n'
         "done\n",
         'if ! command -v runc >/dev/null 2>&1; then fail "runc is not installed (containerd needs it)"; fi\n',
-        kubelet_version_check(plan),
         _containerd_version_check(plan.containerd_path),
+        kubelet_version_check(plan),
         "for tool in flock mountpoint; do\n"
         '  if ! command -v "$tool" >/dev/null 2>&1; then fail "$tool (util-linux) is not installed"; fi\n'
         "done\n",
@@ -149,6 +150,7 @@ def preflight_scripts(host: HostPlan, plan: Plan) -> HostScripts:
         f'if [ "$(cat /sys/devices/system/cpu/online)" != {q(host.online_cpus.format())} ]; then '
         f'fail "online CPUs are $(cat /sys/devices/system/cpu/online), the configuration declares {host.online_cpus.format()}"; fi\n'
     )
+    checks.extend(network.preflight_checks(tuple(k.network for k in host.kubelets if k.network is not None)))
     checks.append(
         'if [ -n "$problems" ]; then\n'
         f'  printf "numa-kubelets preflight failed on host %s:%s\\n" {q(host.name)} "$problems" >&2\n'
@@ -160,23 +162,6 @@ def preflight_scripts(host: HostPlan, plan: Plan) -> HostScripts:
     # The preflight changes nothing, so the marker/atomic-write prelude is not needed.
     create = f"# numa-kubelets: preflight of host {host.name}\nset -eu\n" + "".join(checks)
     return HostScripts(apply=run_as(host.user, create), delete="true")
-
-
-def kubelet_version_check(plan: Plan) -> str:
-    """The host's kubelet must have every option the declared kubeletVersion allows."""
-    major, minor = plan.kubelet_version.split(".")
-    kubelet = q(plan.kubelet_path)
-    return (
-        f"if [ -x {kubelet} ]; then\n"
-        f"  kubelet_version=$({kubelet} --version 2>/dev/null | awk '{{ print $2 }}' || true)\n"
-        f"  kubelet_minor=$(echo \"$kubelet_version\" | sed -n 's/^v{int(major)}\\.\\([0-9][0-9]*\\)\\..*/\\1/p')\n"
-        '  if [ -z "$kubelet_minor" ]; then\n'
-        f"    fail \"cannot tell the version of {plan.kubelet_path} (--version says '$kubelet_version')\"\n"
-        f'  elif [ "$kubelet_minor" -lt {int(minor)} ]; then\n'
-        f'    fail "kubelet $kubelet_version is older than kubeletVersion {plan.kubelet_version} of the stack"\n'
-        "  fi\n"
-        "fi\n"
-    )
 
 
 def _containerd_version_check(containerd_path: str) -> str:
@@ -195,6 +180,23 @@ def _containerd_version_check(containerd_path: str) -> str:
         f'  (*) fail "containerd $containerd_version is not supported: the rendered config is read by containerd {supported}";;\n'
         "esac\n"
         "runc_version=$(runc --version 2>/dev/null | awk 'NR == 1 { print $1 \" \" $3 }' || true)\n"
+    )
+
+
+def kubelet_version_check(plan: Plan) -> str:
+    """The host's kubelet must have every option the declared kubeletVersion allows."""
+    major, minor = plan.kubelet_version.split(".")
+    kubelet = q(plan.kubelet_path)
+    return (
+        f"if [ -x {kubelet} ]; then\n"
+        f"  kubelet_version=$({kubelet} --version 2>/dev/null | awk '{{ print $2 }}' || true)\n"
+        f"  kubelet_minor=$(echo \"$kubelet_version\" | sed -n 's/^v{int(major)}\\.\\([0-9][0-9]*\\)\\..*/\\1/p')\n"
+        '  if [ -z "$kubelet_minor" ]; then\n'
+        f"    fail \"cannot tell the version of {plan.kubelet_path} (--version says '$kubelet_version')\"\n"
+        f'  elif [ "$kubelet_minor" -lt {int(minor)} ]; then\n'
+        f'    fail "kubelet $kubelet_version is older than kubeletVersion {plan.kubelet_version} of the stack"\n'
+        "  fi\n"
+        "fi\n"
     )
 
 
@@ -345,6 +347,49 @@ def _unmount_below(directory: str) -> str:
         f"findmnt -rn -o TARGET | awk -v d={q(directory)} 'index($0, d \"/\") == 1' | sort -r | "
         'while read -r target; do umount -l "$target" || true; done\n'
     )
+
+
+# ---------------------------------------------------------------- network namespace (namespace mode)
+
+
+def netns_scripts(host: HostPlan, kubelet: KubeletPlan) -> HostScripts:
+    """numa-netns@numa<N>.service and the private copies of the CNI agents' host paths.
+
+    A change is applied in place (`systemctl reload` runs the idempotent up script again), so
+    containerd and the kubelet, which require the unit, keep running.
+    """
+    kubelet_network = kubelet.network
+    if kubelet_network is None:
+        raise ValueError(f"{kubelet.node_name} is not in namespace mode")
+    unit = kubelet_network.unit
+    files = netns_files(kubelet_network)
+    apply_steps = [write_file_step(file, unit) for file in files]
+    apply_steps.append(
+        f"if is_pending {q(unit)}; then\n"
+        "  systemctl daemon-reload\n"
+        f"  systemctl enable --quiet {q(unit)}\n"
+        f"  if systemctl is-active --quiet {q(unit)}; then systemctl reload {q(unit)}; fi\n"
+        f"  done_pending {q(unit)}\n"
+        "fi\n"
+        f"systemctl enable --quiet {q(unit)}\n"
+        f"systemctl start {q(unit)}\n"
+    )
+    ns = q(kubelet_network.netns)
+    remove_steps = [
+        _stop_for_good(unit),
+        # Also when the unit never ran its stop: nothing of ours stays in the host's tables.
+        f"if [ -e {q(kubelet_network.netns_path)} ]; then /bin/sh {q(kubelet_network.down_script)} 2>/dev/null || "
+        f"ip netns delete {ns}; fi\n",
+        f"rm -f {' '.join(q(f.path) for f in files)}\n",
+        f"rmdir {q(kubelet_network.netns_etc_resolv_conf.rsplit('/', 1)[0])} /etc/netns 2>/dev/null || true\n",
+        f"rm -rf {q(kubelet_network.private_dir)}\n",
+        network.REMOVE_CREATED_MOUNT_POINTS,
+        f"rmdir {q(kubelet.layout.config_dir)} /etc/numa-kubelets 2>/dev/null || true\n",
+        f"forget {q(unit)}\n",
+        "systemctl daemon-reload\n",
+    ]
+    title = f"{unit} on host {host.name}: {kubelet_network.describe()}"
+    return _host_scripts(host, title, apply_steps, f"remove {unit} from host {host.name}", remove_steps)
 
 
 # ---------------------------------------------------------------- kubelet

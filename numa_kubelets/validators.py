@@ -204,3 +204,38 @@ def check_command_argument(value: str) -> str:
     if any(ord(char) < 32 or ord(char) == 127 for char in value):
         raise ValueError(f"{value!r} contains a control character")
     return value
+
+
+# Linux interface names: at most IFNAMSIZ - 1 = 15 bytes, no '/', ':', whitespace (dev_valid_name);
+# we also keep them to characters that need no quoting in a unit file or a shell script.
+INTERFACE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,14}")
+
+
+def check_interface_name(value: str) -> str:
+    if not INTERFACE_NAME.fullmatch(value):
+        raise ValueError(
+            f"{value!r} is not a network interface name (1-15 characters: letters, digits, '_', '.', '-', "
+            "not starting with '.' or '-')"
+        )
+    return value
+
+
+def check_ipv4_address(value: str) -> str:
+    try:
+        ipaddress.IPv4Address(value)
+    except ValueError:
+        raise ValueError(f"{value!r} is not an IPv4 address") from None
+    return value
+
+
+def check_ipv4_interface(value: str) -> str:
+    """An address with its prefix length (CIDR), e.g. 192.0.2.21/24."""
+    if "/" not in value:
+        raise ValueError(f"{value!r} needs a prefix length, e.g. {value}/24")
+    try:
+        interface = ipaddress.IPv4Interface(value)
+    except ValueError:
+        raise ValueError(f"{value!r} is not an IPv4 address with a prefix length (CIDR)") from None
+    if str(interface) != value:
+        raise ValueError(f"{value!r} is not in canonical form (write {interface})")
+    return value

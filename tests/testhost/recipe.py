@@ -40,6 +40,8 @@ PACKAGES = (
     "util-linux",
     "procps",
     "numactl",
+    # namespace mode: duplicate address detection (arping -D) in the preflight
+    "iputils-arping",
     # container runtime: real, one instance per NUMA node run by the product
     "containerd",
     "runc",

@@ -8,12 +8,20 @@ from typing import Any
 
 from numa_kubelets.config import load_config
 from numa_kubelets.plan import Plan, build_plan
-from numa_kubelets.render import HostFile, containerd_files, host_service_dropins, kubelet_files, slice_unit
+from numa_kubelets.render import (
+    HostFile,
+    containerd_files,
+    host_service_dropins,
+    kubelet_files,
+    netns_files,
+    slice_unit,
+)
 from numa_kubelets.scripts import (
     HostScripts,
     containerd_scripts,
     host_services_scripts,
     kubelet_scripts,
+    netns_scripts,
     preflight_scripts,
     slice_scripts,
 )
@@ -63,6 +71,8 @@ def rendered_files(plan: Plan) -> list[HostFile]:
         files += host_service_dropins(host)
         for kubelet in host.kubelets:
             files.append(slice_unit(kubelet))
+            if kubelet.network is not None:
+                files += netns_files(kubelet.network)
             files += containerd_files(kubelet, plan)
             files += kubelet_files(kubelet, plan)
     return files
@@ -77,6 +87,26 @@ def host_scripts(plan: Plan) -> dict[str, HostScripts]:
         for kubelet in host.kubelets:
             instance = kubelet.layout.instance
             scripts[f"{host.name} {instance} slice"] = slice_scripts(host, kubelet)
+            if kubelet.network is not None:
+                scripts[f"{host.name} {instance} netns"] = netns_scripts(host, kubelet)
             scripts[f"{host.name} {instance} containerd"] = containerd_scripts(host, kubelet, plan)
             scripts[f"{host.name} {instance} kubelet"] = kubelet_scripts(host, kubelet, plan)
     return scripts
+
+
+def namespace_host(uplink: str = "macvlan", **overrides: Any) -> dict[str, Any]:
+    """The origin machine in namespace mode: numa0 at 192.0.2.21/24, numa1 at .22, gateway .1.
+
+    A `network` override replaces the network settings wholesale; the kubelets keep their addresses."""
+    network: dict[str, Any] = {"mode": "namespace", "gateway": "192.0.2.1"}
+    kubelets: list[dict[str, Any]] = [
+        {"numaNode": 0, "address": "192.0.2.21/24"},
+        {"numaNode": 1, "address": "192.0.2.22/24"},
+    ]
+    if uplink == "device":
+        network["uplink"] = "device"
+        kubelets[0]["device"] = "ens1f0v0"
+        kubelets[1]["device"] = "ens2f0v0"
+    else:
+        network.update(uplink=uplink, parent="eno1")
+    return origin_host(**{"network": network, "kubelets": kubelets, **overrides})

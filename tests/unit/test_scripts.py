@@ -18,6 +18,7 @@ from numa_kubelets.scripts import PRELUDE, bootstrap_kubeconfig_stdin
 from tests.unit.builders import (
     BOOTSTRAP_TOKEN,
     host_scripts,
+    namespace_host,
     origin_config,
     origin_host,
     plan_of,
@@ -41,6 +42,9 @@ PLANS = {
     "origin": plan_of(origin_config()),
     "cluster": plan_of(cluster_config()),
     "cluster via sudo": plan_of(cluster_config(user="admin")),
+    "namespace macvlan": plan_of(origin_config(hosts=[namespace_host()])),
+    "namespace ipvlan": plan_of(origin_config(hosts=[namespace_host("ipvlan")])),
+    "namespace device": plan_of(with_cluster(origin_config(hosts=[namespace_host("device")]))),
 }
 
 
