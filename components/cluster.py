@@ -51,6 +51,7 @@ class ClusterJoin(pulumi.ComponentResource):
                 "bootstrapToken": pulumi.Output.secret(token),
                 "kubeconfig": pulumi.Output.secret(kubeconfig) if kubeconfig is not None else None,
                 "stackRights": [dataclasses.asdict(right) for right in cluster.stack_rights(plan)],
+                "clusterDnsFromService": plan.dns is None,
             },
             pulumi.ResourceOptions(parent=self),
         )
@@ -61,7 +62,12 @@ class ClusterJoin(pulumi.ComponentResource):
         self.cluster_dns: pulumi.Output[str] | None = None
         if plan.dns is None:
             namespace, service = cluster.KUBE_DNS_SERVICE
-            kube_dns = k8s.core.v1.Service.get(f"{name}-{service}", f"{namespace}/{service}", opts=in_cluster)
+            # After the preflight, which fails with the key to set when there is no such Service.
+            kube_dns = k8s.core.v1.Service.get(
+                f"{name}-{service}",
+                f"{namespace}/{service}",
+                opts=pulumi.ResourceOptions.merge(in_cluster, pulumi.ResourceOptions(depends_on=[self.preflight])),
+            )
             self.cluster_dns = kube_dns.spec.apply(lambda spec: _dns_or_fail(plan, spec.cluster_ip if spec else None))
         self.register_outputs({})
 

@@ -4,6 +4,8 @@
   cluster.removeNodes also list pods, evict, delete Nodes).
 - The bootstrap token authenticates (bootstrap token authentication is enabled and its Secret
   exists) and its groups may create CSRs and have client CSRs auto-approved.
+- Without cluster.dns: the kube-system/kube-dns Service the kubelets' clusterDNS comes from
+  exists and has a clusterIP (otherwise the error names the key to set).
 
 Both through SelfSubjectAccessReviews, which every authenticated user may create. A failure
 names every missing right at once. A Pulumi dynamic resource like NodeLifecycle: it runs on
@@ -23,10 +25,12 @@ from pulumi import dynamic
 
 from numa_kubelets import cluster
 from numa_kubelets.cluster import Right
+from numa_kubelets.plan import ClusterPlan
 
 from .node_lifecycle import NodeLifecycleError, api_failure, stack_api_client
 
 UNAUTHORIZED = 401
+NOT_FOUND = 404
 
 
 def allowed(api: kube_client.AuthorizationV1Api, right: Right) -> bool:
@@ -77,6 +81,22 @@ def check_bootstrap_token(api_client: kube_client.ApiClient) -> None:
         )
 
 
+def check_cluster_dns_service(api_client: kube_client.ApiClient, plan: ClusterPlan) -> None:
+    """Fails, naming the key to set, when clusterDNS can come neither from the config nor from kube-dns."""
+    namespace, name = cluster.KUBE_DNS_SERVICE
+    cluster_ip: str | None = None
+    try:
+        service = kube_client.CoreV1Api(api_client).read_namespaced_service(name, namespace)
+        cluster_ip = service.spec.cluster_ip if service.spec is not None else None
+    except ApiException as error:
+        if error.status != NOT_FOUND:
+            raise api_failure(f"reading Service {namespace}/{name} for the kubelets' clusterDNS", error) from None
+    try:
+        cluster.cluster_dns(plan, cluster_ip)
+    except cluster.ClusterDnsUnknown as unknown:
+        raise NodeLifecycleError(str(unknown)) from None
+
+
 def token_client(server: str, ca_file: str, token: str) -> kube_client.ApiClient:
     """A client that authenticates as the kubelets will: the bootstrap token, the stack's CA."""
     configuration = kube_client.Configuration(host=server)
@@ -108,7 +128,10 @@ class ClusterPreflightProvider(dynamic.ResourceProvider):
 
     def _check(self, props: dict[str, Any]) -> None:
         rights = [Right(**right) for right in props["stackRights"]]
-        check_stack_credential(self.stack_api(props.get("kubeconfig")), rights)
+        stack_api = self.stack_api(props.get("kubeconfig"))
+        check_stack_credential(stack_api, rights)
+        if props.get("clusterDnsFromService"):
+            check_cluster_dns_service(stack_api, ClusterPlan(props["server"], props["caCert"]))
         with tempfile.NamedTemporaryFile("w", suffix=".crt") as ca_file:
             ca_file.write(props["caCert"])
             ca_file.flush()

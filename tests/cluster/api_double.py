@@ -10,7 +10,8 @@ the API server would return it. Behaviours a test needs are switches:
 - `terminate_on_eviction`: False plays a Node whose kubelet is gone: an evicted pod gets its
   deletionTimestamp and stays, as nobody stops its containers;
 - `rights`: bearer token -> the (verb, group, resource, subresource) it may use, answered through
-  SelfSubjectAccessReviews; a token not listed does not authenticate (401).
+  SelfSubjectAccessReviews; a token not listed does not authenticate (401);
+- `services`: "namespace/name" -> Service, for reads (the kube-dns Service).
 """
 
 from __future__ import annotations
@@ -85,6 +86,7 @@ class ApiServerDouble:
     failures: dict[tuple[str, str], tuple[int, str]] = field(default_factory=dict)
     register_after_reads: dict[str, tuple[int, Json]] = field(default_factory=dict)
     rights: dict[str, set[tuple[str, str, str, str]]] = field(default_factory=dict)
+    services: dict[str, Json] = field(default_factory=dict)
     terminate_on_eviction: bool = True
     requests: list[Request] = field(default_factory=list)
 
@@ -130,6 +132,7 @@ class ApiServerDouble:
             (r"PATCH /api/v1/nodes/([^/]+)", self._patch_node),
             (r"DELETE /api/v1/nodes/([^/]+)", self._delete_node),
             (r"GET /api/v1/pods", self._list_pods),
+            (r"GET /api/v1/namespaces/([^/]+)/services/([^/]+)", self._read_service),
             (r"POST /api/v1/namespaces/([^/]+)/pods/([^/]+)/eviction", self._evict),
             (r"POST /apis/authorization.k8s.io/v1/selfsubjectaccessreviews", self._review_access),
         ]
@@ -158,6 +161,12 @@ class ApiServerDouble:
         if name not in self.nodes:
             return 404, status(404, f'nodes "{name}" not found', "NotFound")
         return 200, self.nodes[name]
+
+    def _read_service(self, _: Request, namespace: str, name: str) -> tuple[int, Json]:
+        service = self.services.get(f"{namespace}/{name}")
+        if service is None:
+            return 404, status(404, f'services "{name}" not found', "NotFound")
+        return 200, service
 
     def _patch_node(self, request: Request, name: str) -> tuple[int, Json]:
         if request.content_type != "application/merge-patch+json":

@@ -7,7 +7,12 @@ import dataclasses
 import pytest
 from kubernetes import client as kube_client
 
-from components.cluster_preflight import check_bootstrap_token, check_stack_credential, token_client
+from components.cluster_preflight import (
+    check_bootstrap_token,
+    check_cluster_dns_service,
+    check_stack_credential,
+    token_client,
+)
 from components.node_lifecycle import NodeLifecycleError
 from numa_kubelets import cluster
 from numa_kubelets.plan import ClusterPlan
@@ -100,3 +105,35 @@ def test_the_provider_checks_with_the_stack_kubeconfig_and_the_token(double):
         ClusterPreflightProvider().create(props)
     double.rights[TOKEN] = rights_of(cluster.TOKEN_RIGHTS)
     assert ClusterPreflightProvider().create(props).outs == props
+
+
+def kube_dns(cluster_ip: str) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"namespace": "kube-system", "name": "kube-dns"},
+        "spec": {"clusterIP": cluster_ip, "ports": [{"port": 53, "protocol": "UDP"}]},
+    }
+
+
+def test_a_kube_dns_service_with_a_cluster_ip_passes(double):
+    double.services = {"kube-system/kube-dns": kube_dns("10.96.0.10")}
+    check_cluster_dns_service(client_for(double, STACK), ClusterPlan("https://x", CA_CERT))
+    assert [r.path for r in double.calls("GET")] == ["/api/v1/namespaces/kube-system/services/kube-dns"]
+
+
+@pytest.mark.parametrize("services", [{}, {"kube-system/kube-dns": kube_dns("None")}], ids=["missing", "headless"])
+def test_no_kube_dns_service_names_the_key_to_set(double, services):
+    double.services = services
+    with pytest.raises(NodeLifecycleError) as failure:
+        check_cluster_dns_service(client_for(double, STACK), ClusterPlan("https://x", CA_CERT))
+    assert "set numa-kubelets:cluster.dns" in str(failure.value)
+    assert "kube-system/kube-dns" in str(failure.value)
+
+
+def test_a_forbidden_kube_dns_read_is_a_readable_api_error(double):
+    double.failures = {("GET", "/api/v1/namespaces/kube-system/services/kube-dns"): (403, "services is forbidden")}
+    with pytest.raises(NodeLifecycleError) as failure:
+        check_cluster_dns_service(client_for(double, STACK), ClusterPlan("https://x", CA_CERT))
+    assert "reading Service kube-system/kube-dns" in str(failure.value)
+    assert "services is forbidden" in str(failure.value)

@@ -134,6 +134,10 @@ def test_cluster_dns_comes_from_the_kube_dns_service(cluster_config):
     run = run_program(cluster_config)
     [service] = run.of_type(SERVICE)
     assert run.request_of(service).id == "kube-system/kube-dns"
+    # Read after the preflight, whose error names cluster.dns when the Service is missing.
+    assert run.dependencies_of(service) == ["cluster-preflight"]
+    [preflight] = [r for r in run.resources if r.name == "cluster-preflight"]
+    assert preflight.inputs["clusterDnsFromService"] is True
     configuration = kubelet_configuration(run, "numa-a-numa1-kubelet")
     assert configuration["clusterDNS"] == [harness.KUBE_DNS_CLUSTER_IP]
     assert configuration["clusterDomain"] == "cluster.local"
