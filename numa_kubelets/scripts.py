@@ -34,6 +34,8 @@ MIN_SYSTEMD = 244
 # containerd versions that read the version-2 config render.py writes (2.x migrates it on load).
 SUPPORTED_CONTAINERD = ("1.6", "1.7", "2")
 PENDING_DIR = "/run/numa-kubelets/pending"
+# Where `systemctl set-property --runtime` writes its drop-ins.
+RUNTIME_CONTROL_DIR = "/run/systemd/system.control"
 q = shlex.quote
 
 PRELUDE = f"""\
@@ -213,16 +215,44 @@ def _check_cpuset(cgroup: str, expected: str, what: str) -> str:
     )
 
 
+def _runtime_control_dir(unit: str) -> str:
+    return f"{RUNTIME_CONTROL_DIR}/{unit}.d"
+
+
+def _reload_and_set_cpusets_live(cpusets: list[tuple[str, str, str]]) -> str:
+    """daemon-reload, then (unit, cpus, mems) made live on each unit.
+
+    systemd 257 no longer applies a changed AllowedCPUs=/AllowedMemoryNodes= to a running unit on
+    daemon-reload (252 did); `set-property --runtime` applies it at once on every version >= 244.
+    Its runtime drop-ins would shadow the persistent ones under /etc until the next boot, so they
+    go again and a last daemon-reload leaves the units reading their settings from /etc alone.
+    An empty cpus/mems lifts the restriction.
+    """
+    steps = ["systemctl daemon-reload\n"]
+    for unit, cpus, mems in cpusets:
+        control = _runtime_control_dir(unit)
+        steps.append(
+            f"systemctl set-property --runtime {q(unit)} {q('AllowedCPUs=' + cpus)} {q('AllowedMemoryNodes=' + mems)}\n"
+            f"rm -f {q(control + '/50-AllowedCPUs.conf')} {q(control + '/50-AllowedMemoryNodes.conf')}\n"
+            f"rmdir {q(control)} {q(RUNTIME_CONTROL_DIR)} 2>/dev/null || true\n"
+        )
+    steps.append("systemctl daemon-reload\n")
+    return "".join(steps)
+
+
 def host_services_scripts(host: HostPlan) -> HostScripts:
     marker = "host-services"
     apply_steps = [write_file_step(file, marker) for file in host_service_dropins(host)]
-    apply_steps.append(f"if is_pending {marker}; then systemctl daemon-reload; done_pending {marker}; fi\n")
+    restrict = [(unit.unit, host.system_cpus.format(), host.system_mems.format()) for unit in HOST_SERVICE_UNITS]
+    apply_steps.append(
+        f"if is_pending {marker}; then\n{_reload_and_set_cpusets_live(restrict)}done_pending {marker}\nfi\n"
+    )
     for unit in HOST_SERVICE_UNITS:
         apply_steps.append(_check_cpuset(unit.unit, host.system_cpus.format(), "cpus"))
     remove_steps = [f"rm -f {q(f.path)}\n" for f in host_service_dropins(host)]
     remove_steps += [f"rmdir {q(f.path.rsplit('/', 1)[0])} 2>/dev/null || true\n" for f in host_service_dropins(host)]
     remove_steps.append(f"forget {marker}\n")
-    remove_steps.append("systemctl daemon-reload\n")
+    remove_steps.append(_reload_and_set_cpusets_live([(unit.unit, "", "") for unit in HOST_SERVICE_UNITS]))
     title = f"keep system.slice, init.scope and user.slice on CPUs {host.system_cpus} of host {host.name}"
     return _host_scripts(
         host, title, apply_steps, f"lift the CPU restriction of host services on {host.name}", remove_steps
@@ -237,7 +267,9 @@ def slice_scripts(host: HostPlan, kubelet: KubeletPlan) -> HostScripts:
     marker = layout.slice
     apply_steps = [
         write_file_step(slice_unit(kubelet), marker),
-        f"if is_pending {q(marker)}; then systemctl daemon-reload; done_pending {q(marker)}; fi\n",
+        f"if is_pending {q(marker)}; then\n"
+        + _reload_and_set_cpusets_live([(layout.slice, kubelet.cpus.format(), kubelet.mems.format())])
+        + f"done_pending {q(marker)}\nfi\n",
         f"systemctl start {q(layout.slice)}\n",
         _check_cpuset(layout.slice, kubelet.cpus.format(), "cpus"),
         _check_cpuset(layout.slice, kubelet.mems.format(), "mems"),

@@ -45,5 +45,9 @@ class HostView:
     def record(self, root_dir: str) -> dict:
         return json.loads(self.sh(f"cat {q(root_dir)}/standin-record.json"))
 
+    def runtime_control_dropins(self) -> str:
+        """What `systemctl set-property --runtime` left under /run (empty when nothing)."""
+        return self.sh("find /run/systemd/system.control -mindepth 1 2>/dev/null || true")
+
     def pid_of(self, process: str) -> int:
         return int(self.sh(f"pgrep -o -x {q(process)}"))

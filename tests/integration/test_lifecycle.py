@@ -65,6 +65,7 @@ def test_apply_confines_every_slice_unit_and_process(deployment, stopwatch):
         assert view.effective(host_unit, "cpus") == "0,4", host_unit
     assert view.process_status(1)["Cpus_allowed_list"] == "0,4"
     assert view.process_status(view.pid_of("sshd"))["Cpus_allowed_list"] == "0,4"
+    assert view.runtime_control_dropins() == ""
 
     for numa, cpus in ((0, "1-3"), (1, "5-7")):
         for unit in (f"containerd@numa{numa}.service", f"kubelet@numa{numa}.service"):
@@ -203,6 +204,7 @@ def test_destroy_leaves_the_host_as_it_was(deployment, stopwatch):
     for pid in (1, view.pid_of("sshd")):
         assert view.process_status(pid)["Cpus_allowed_list"] == "0-7"
     assert not view.exists("/sys/fs/cgroup/system.slice/cpuset.cpus")
+    assert view.runtime_control_dropins() == ""
 
 
 def test_preflight_rejects_a_host_that_differs_from_the_config(numa_host):

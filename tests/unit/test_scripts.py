@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from numa_kubelets.plan import SHARED_DEVICE_PLUGINS_DIR, Plan
-from numa_kubelets.render import bootstrap_kubeconfig
-from numa_kubelets.scripts import PRELUDE, bootstrap_kubeconfig_stdin
+from numa_kubelets.render import HOST_SERVICE_UNITS, bootstrap_kubeconfig
+from numa_kubelets.scripts import PRELUDE, RUNTIME_CONTROL_DIR, bootstrap_kubeconfig_stdin
 from tests.unit.builders import (
     BOOTSTRAP_TOKEN,
     host_scripts,
@@ -157,6 +157,58 @@ def test_the_token_travels_on_stdin_into_the_bootstrap_kubeconfig(tmp_path):
     assert result.returncode == 0, result.stderr
     assert target.read_bytes() == expected.content.encode()
     assert oct(target.stat().st_mode & 0o777) == "0o600"
+
+
+# ---------------------------------------------------------------- cpusets applied live
+
+
+def command_lines(script: str) -> list[list[str]]:
+    return [shlex.split(line) for line in script.splitlines() if line.startswith(("systemctl ", "rm -f "))]
+
+
+def live_cpuset_steps(script: str) -> dict[str, tuple[str, str]]:
+    """unit -> (AllowedCPUs, AllowedMemoryNodes) of each `set-property --runtime` in the script, after
+    checking that the runtime drop-ins it writes are removed again and a daemon-reload follows."""
+    lines = command_lines(script)
+    applied = {}
+    for index, words in enumerate(lines):
+        if words[:3] != ["systemctl", "set-property", "--runtime"]:
+            continue
+        unit, properties = words[3], dict(word.split("=", 1) for word in words[4:])
+        assert sorted(properties) == ["AllowedCPUs", "AllowedMemoryNodes"], words
+        later = lines[index + 1 :]
+        removed = {path for line in later if line[:2] == ["rm", "-f"] for path in line[2:]}
+        runtime_dropins = {f"{RUNTIME_CONTROL_DIR}/{unit}.d/50-{name}.conf" for name in properties}
+        assert runtime_dropins <= removed, f"{unit}: set-property leaves {runtime_dropins - removed}"
+        removal = next(i for i, line in enumerate(later) if runtime_dropins & set(line[2:]))
+        assert ["systemctl", "daemon-reload"] in later[removal:], f"{unit}: no daemon-reload after the removal"
+        applied[unit] = (properties["AllowedCPUs"], properties["AllowedMemoryNodes"])
+    return applied
+
+
+@pytest.mark.parametrize("plan_name", PLANS)
+def test_every_runtime_dropin_set_property_writes_is_removed_again(plan_name):
+    setting = [name for name, text in all_scripts(PLANS[plan_name]) if live_cpuset_steps(text)]
+    assert "numa-a host services apply" in setting and "numa-a host services delete" in setting
+
+
+def test_apply_sets_the_cpusets_live_and_destroy_lifts_them_live():
+    """systemd 257 does not apply changed cpusets to running units on daemon-reload."""
+    plan = PLANS["origin"]
+    (host,) = plan.hosts
+    scripts = host_scripts(plan)
+    host_services = scripts[f"{host.name} host services"]
+    system = (host.system_cpus.format(), host.system_mems.format())
+    assert live_cpuset_steps(host_services.apply) == {unit.unit: system for unit in HOST_SERVICE_UNITS}
+    assert live_cpuset_steps(host_services.delete) == {unit.unit: ("", "") for unit in HOST_SERVICE_UNITS}
+    # The drop-ins are gone before the reload that precedes lifting, so nothing re-imposes them.
+    delete_lines = command_lines(host_services.delete)
+    first_lift = next(i for i, words in enumerate(delete_lines) if words[1:2] == ["set-property"])
+    removed_before = {path for words in delete_lines[:first_lift] if words[:2] == ["rm", "-f"] for path in words[2:]}
+    assert {unit.dropin_path for unit in HOST_SERVICE_UNITS} <= removed_before
+    for kubelet in host.kubelets:
+        slice_apply = scripts[f"{host.name} {kubelet.layout.instance} slice"].apply
+        assert live_cpuset_steps(slice_apply) == {kubelet.layout.slice: (kubelet.cpus.format(), kubelet.mems.format())}
 
 
 # ---------------------------------------------------------------- write_file and heredocs
