@@ -101,8 +101,10 @@ def _host_scripts(
 
 
 def _stop_for_good(unit: str) -> str:
+    """Disable and stop; the remove script's one daemon-reload at its end follows."""
     return (
-        f"systemctl disable --now {q(unit)} 2>/dev/null || true\nsystemctl reset-failed {q(unit)} 2>/dev/null || true\n"
+        f"systemctl disable --no-reload --now {q(unit)} 2>/dev/null || true\n"
+        f"systemctl reset-failed {q(unit)} 2>/dev/null || true\n"
     )
 
 
@@ -219,22 +221,25 @@ def _runtime_control_dir(unit: str) -> str:
     return f"{RUNTIME_CONTROL_DIR}/{unit}.d"
 
 
-def _reload_and_set_cpusets_live(cpusets: list[tuple[str, str, str]]) -> str:
-    """daemon-reload, then (unit, cpus, mems) made live on each unit.
+def _set_cpusets_live_and_reload(cpusets: list[tuple[str, str, str]]) -> str:
+    """(unit, cpus, mems) made live on each running unit, then the one daemon-reload.
 
     systemd 257 no longer applies a changed AllowedCPUs=/AllowedMemoryNodes= to a running unit on
     daemon-reload (252 did); `set-property --runtime` applies it at once on every version >= 244.
     Its runtime drop-ins would shadow the persistent ones under /etc until the next boot, so they
-    go again and a last daemon-reload leaves the units reading their settings from /etc alone.
-    An empty cpus/mems lifts the restriction.
+    go again before the reload, which leaves the units reading their settings from /etc alone.
+    A unit that is not running gets its settings when it starts. An empty cpus/mems lifts the
+    restriction. Each daemon-reload reruns every generator (seconds on a busy host): one per script.
     """
-    steps = ["systemctl daemon-reload\n"]
+    steps = []
     for unit, cpus, mems in cpusets:
         control = _runtime_control_dir(unit)
         steps.append(
-            f"systemctl set-property --runtime {q(unit)} {q('AllowedCPUs=' + cpus)} {q('AllowedMemoryNodes=' + mems)}\n"
-            f"rm -f {q(control + '/50-AllowedCPUs.conf')} {q(control + '/50-AllowedMemoryNodes.conf')}\n"
-            f"rmdir {q(control)} {q(RUNTIME_CONTROL_DIR)} 2>/dev/null || true\n"
+            f"if systemctl is-active --quiet {q(unit)}; then\n"
+            f"  systemctl set-property --runtime {q(unit)} {q('AllowedCPUs=' + cpus)} {q('AllowedMemoryNodes=' + mems)}\n"
+            f"  rm -f {q(control + '/50-AllowedCPUs.conf')} {q(control + '/50-AllowedMemoryNodes.conf')}\n"
+            f"  rmdir {q(control)} {q(RUNTIME_CONTROL_DIR)} 2>/dev/null || true\n"
+            "fi\n"
         )
     steps.append("systemctl daemon-reload\n")
     return "".join(steps)
@@ -245,14 +250,14 @@ def host_services_scripts(host: HostPlan) -> HostScripts:
     apply_steps = [write_file_step(file, marker) for file in host_service_dropins(host)]
     restrict = [(unit.unit, host.system_cpus.format(), host.system_mems.format()) for unit in HOST_SERVICE_UNITS]
     apply_steps.append(
-        f"if is_pending {marker}; then\n{_reload_and_set_cpusets_live(restrict)}done_pending {marker}\nfi\n"
+        f"if is_pending {marker}; then\n{_set_cpusets_live_and_reload(restrict)}done_pending {marker}\nfi\n"
     )
     for unit in HOST_SERVICE_UNITS:
         apply_steps.append(_check_cpuset(unit.unit, host.system_cpus.format(), "cpus"))
     remove_steps = [f"rm -f {q(f.path)}\n" for f in host_service_dropins(host)]
     remove_steps += [f"rmdir {q(f.path.rsplit('/', 1)[0])} 2>/dev/null || true\n" for f in host_service_dropins(host)]
     remove_steps.append(f"forget {marker}\n")
-    remove_steps.append(_reload_and_set_cpusets_live([(unit.unit, "", "") for unit in HOST_SERVICE_UNITS]))
+    remove_steps.append(_set_cpusets_live_and_reload([(unit.unit, "", "") for unit in HOST_SERVICE_UNITS]))
     title = f"keep system.slice, init.scope and user.slice on CPUs {host.system_cpus} of host {host.name}"
     return _host_scripts(
         host, title, apply_steps, f"lift the CPU restriction of host services on {host.name}", remove_steps
@@ -268,7 +273,7 @@ def slice_scripts(host: HostPlan, kubelet: KubeletPlan) -> HostScripts:
     apply_steps = [
         write_file_step(slice_unit(kubelet), marker),
         f"if is_pending {q(marker)}; then\n"
-        + _reload_and_set_cpusets_live([(layout.slice, kubelet.cpus.format(), kubelet.mems.format())])
+        + _set_cpusets_live_and_reload([(layout.slice, kubelet.cpus.format(), kubelet.mems.format())])
         + f"done_pending {q(marker)}\nfi\n",
         f"systemctl start {q(layout.slice)}\n",
         _check_cpuset(layout.slice, kubelet.cpus.format(), "cpus"),
@@ -288,16 +293,19 @@ def slice_scripts(host: HostPlan, kubelet: KubeletPlan) -> HostScripts:
 # ---------------------------------------------------------------- container runtime
 
 
+def _enable_and_start(unit: str) -> str:
+    """Converges a unit someone disabled or stopped; `systemctl enable` alone would reload systemd."""
+    return f"systemctl is-enabled --quiet {q(unit)} || systemctl enable --quiet {q(unit)}\nsystemctl start {q(unit)}\n"
+
+
 def _restart_if_pending(unit: str) -> str:
     return (
         f"if is_pending {q(unit)}; then\n"
+        f"  systemctl enable --quiet --no-reload {q(unit)}\n"
         "  systemctl daemon-reload\n"
-        f"  systemctl enable --quiet {q(unit)}\n"
         f"  systemctl restart {q(unit)}\n"
         f"  done_pending {q(unit)}\n"
-        "fi\n"
-        f"systemctl enable --quiet {q(unit)}\n"
-        f"systemctl start {q(unit)}\n"
+        "fi\n" + _enable_and_start(unit)
     )
 
 
@@ -398,13 +406,11 @@ def netns_scripts(host: HostPlan, kubelet: KubeletPlan) -> HostScripts:
     apply_steps = [write_file_step(file, unit) for file in files]
     apply_steps.append(
         f"if is_pending {q(unit)}; then\n"
+        f"  systemctl enable --quiet --no-reload {q(unit)}\n"
         "  systemctl daemon-reload\n"
-        f"  systemctl enable --quiet {q(unit)}\n"
         f"  if systemctl is-active --quiet {q(unit)}; then systemctl reload {q(unit)}; fi\n"
         f"  done_pending {q(unit)}\n"
-        "fi\n"
-        f"systemctl enable --quiet {q(unit)}\n"
-        f"systemctl start {q(unit)}\n"
+        "fi\n" + _enable_and_start(unit)
     )
     ns = q(kubelet_network.netns)
     remove_steps = [

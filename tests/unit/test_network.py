@@ -351,7 +351,7 @@ def test_netns_scripts_reload_in_place_and_remove_everything():
     assert "systemctl reload numa-netns@numa0.service" in scripts.apply
     assert "systemctl restart" not in scripts.apply
     for fragment in (
-        "systemctl disable --now numa-netns@numa0.service",
+        "systemctl disable --no-reload --now numa-netns@numa0.service",
         "rm -rf /var/lib/numa-kubelets/numa0\n",
         'find "$top" -depth -type d -empty -delete',
     ):

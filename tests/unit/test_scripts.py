@@ -163,7 +163,8 @@ def test_the_token_travels_on_stdin_into_the_bootstrap_kubeconfig(tmp_path):
 
 
 def command_lines(script: str) -> list[list[str]]:
-    return [shlex.split(line) for line in script.splitlines() if line.startswith(("systemctl ", "rm -f "))]
+    lines = (line.strip() for line in script.splitlines())
+    return [shlex.split(line) for line in lines if line.startswith(("systemctl ", "rm -f "))]
 
 
 def live_cpuset_steps(script: str) -> dict[str, tuple[str, str]]:
@@ -201,7 +202,7 @@ def test_apply_sets_the_cpusets_live_and_destroy_lifts_them_live():
     system = (host.system_cpus.format(), host.system_mems.format())
     assert live_cpuset_steps(host_services.apply) == {unit.unit: system for unit in HOST_SERVICE_UNITS}
     assert live_cpuset_steps(host_services.delete) == {unit.unit: ("", "") for unit in HOST_SERVICE_UNITS}
-    # The drop-ins are gone before the reload that precedes lifting, so nothing re-imposes them.
+    # The /etc drop-ins are gone before the lift and its reload, so nothing re-imposes them.
     delete_lines = command_lines(host_services.delete)
     first_lift = next(i for i, words in enumerate(delete_lines) if words[1:2] == ["set-property"])
     removed_before = {path for words in delete_lines[:first_lift] if words[:2] == ["rm", "-f"] for path in words[2:]}
@@ -209,6 +210,21 @@ def test_apply_sets_the_cpusets_live_and_destroy_lifts_them_live():
     for kubelet in host.kubelets:
         slice_apply = scripts[f"{host.name} {kubelet.layout.instance} slice"].apply
         assert live_cpuset_steps(slice_apply) == {kubelet.layout.slice: (kubelet.cpus.format(), kubelet.mems.format())}
+
+
+@pytest.mark.parametrize("script", [text for _, text in SCRIPTS], ids=[name for name, _ in SCRIPTS])
+def test_every_script_reloads_systemd_at_most_once(script):
+    """A daemon-reload reruns every generator: seconds on a loaded host, each time. `systemctl
+    enable`/`disable` reload too unless told not to, or unless guarded to run only when needed."""
+    lines = [line.strip() for line in script.splitlines()]
+    assert sum(line == "systemctl daemon-reload" for line in lines) <= 1
+    for line in lines:
+        if not line.startswith("systemctl "):
+            continue
+        guarded = line.startswith("systemctl is-enabled --quiet ")
+        words = shlex.split(line.split("||")[-1] if guarded else line.split("2>")[0])
+        if words[:2] in (["systemctl", "enable"], ["systemctl", "disable"]) and "--no-reload" not in words:
+            assert guarded, line
 
 
 # ---------------------------------------------------------------- write_file and heredocs
