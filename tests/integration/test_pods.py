@@ -28,8 +28,8 @@ from tests.integration.test_lifecycle import stack_for
 from tests.testhost import recipe
 from tests.testhost.topology import ORIGIN
 
-# The test host OSes the scenarios run on: comma-separated names of recipe.SUITES. Default: bookworm.
-POD_SUITES = tuple(os.environ.get("NUMA_KUBELETS_POD_SUITES", recipe.DEFAULT_SUITE).split(","))
+# The test host OSes the scenarios run on: comma-separated names of recipe.SUITES. Default: all of them.
+POD_SUITES = tuple(os.environ.get("NUMA_KUBELETS_POD_SUITES", ",".join(recipe.SUITES)).split(","))
 NAMESPACE = "numa-demo"
 COMMAND = ("/bin/sleep", "3600")
 CPUS = {0: "1-3", 1: "5-7"}
