@@ -8,7 +8,6 @@ itself, and the formulas of DESIGN.md section 6 are computed here independently 
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
@@ -38,18 +37,6 @@ class RecordingRunner:
 
     def printed_since(self, mark: int) -> str:
         return "".join(self.stdout[mark:])
-
-
-def started_record(view: HostView, unit: str, root: str) -> dict:
-    """The stand-in's record of the process the unit runs now (systemctl returns before it is written)."""
-    deadline = time.monotonic() + 60
-    while True:
-        pid = view.main_pid(unit)
-        record = json.loads(view.sh(f"cat {root}/standin-record.json 2>/dev/null || echo null"))
-        if record is not None and pid and record["pid"] == pid:
-            return record
-        assert time.monotonic() < deadline, f"{unit} did not start (pid {pid})"
-        time.sleep(1)
 
 
 def memory_facts(view: HostView) -> tuple[int, dict[int, int], dict[int, int]]:
@@ -99,7 +86,7 @@ def test_system_reserved_memory_leaves_each_kubelet_its_own_node(tuned, stopwatc
     assert hugepages == {0: 0, 1: 64 * 2 * 2**20}
     for node, unit, root in KUBELETS:
         other = 1 - node
-        record = started_record(view, unit, root)
+        record = view.kubelet_record(node)
         expected = total - memory[node] - hugepages[other]
         assert record["config"]["systemReserved"]["memory"] == f"{expected // 1024}Ki", unit
         # What the kubelet then reports: all hugepages are subtracted by the kubelet itself.
@@ -115,7 +102,7 @@ def test_the_static_managers_get_the_cpus_outside_the_slice_and_byte_exact_reser
     total, memory, hugepages = memory_facts(view)
     for node, unit, root in KUBELETS:
         other = 1 - node
-        record = started_record(view, unit, root)
+        record = view.kubelet_record(node)
         assert view.active(unit) and view.started_at(unit) != before[unit], unit
         assert f"numa-kubelets: removed {root}/cpu_manager_state: written for none" in printed
         assert f"numa-kubelets: removed {root}/memory_manager_state: written for None" in printed
@@ -150,8 +137,8 @@ def test_back_to_none_removes_the_state_files_again(tuned, stopwatch):
     view = tuned["view"]
     before = {unit: view.started_at(unit) for _, unit, _ in KUBELETS}
     printed = apply(tuned, stopwatch, "tuning: static -> none", {})
-    for _, unit, root in KUBELETS:
-        record = started_record(view, unit, root)
+    for node, unit, root in KUBELETS:
+        record = view.kubelet_record(node)
         assert view.active(unit) and view.started_at(unit) != before[unit], unit
         assert f"removed {root}/cpu_manager_state: written for static reservedSystemCPUs=" in printed
         assert record["state_files_at_start"] == {"cpu_manager_state": None, "memory_manager_state": None}
@@ -172,4 +159,4 @@ def test_the_kubelet_refuses_a_state_file_of_another_policy(tuned):
     assert refusal in view.sh("journalctl -u kubelet@numa0.service -n 30 --no-pager")
     assert not view.active("kubelet@numa0.service")
     view.sh("rm /var/lib/kubelet-numa0/cpu_manager_state && systemctl restart kubelet@numa0.service")
-    started_record(view, "kubelet@numa0.service", "/var/lib/kubelet-numa0")
+    view.kubelet_record(0)

@@ -78,7 +78,7 @@ def test_apply_confines_every_slice_unit_and_process(deployment, stopwatch):
 def test_kubelets_got_their_own_flags_config_and_credentials(deployment):
     view = deployment["view"]
     for numa, port, healthz, colour in ((0, 10250, 10248, "red"), (1, 10350, 10348, "blue")):
-        record = view.record(f"/var/lib/kubelet-numa{numa}")
+        record = view.kubelet_record(numa)
         flags, config = record["flags"], record["config"]
         assert flags["hostname-override"] == f"numa-a-numa{numa}"
         assert flags["root-dir"] == f"/var/lib/kubelet-numa{numa}"
@@ -145,7 +145,7 @@ def test_changing_one_port_restarts_that_kubelet_alone(deployment):
     assert engine.up(deployment["config"]) == [("numa-a-numa1-kubelet", "update")]
     after = {unit: view.started_at(unit) for unit in UNITS}
     assert [unit for unit in UNITS if after[unit] != before[unit]] == ["kubelet@numa1.service"]
-    assert view.record("/var/lib/kubelet-numa1")["config"]["port"] == 10450
+    assert view.kubelet_record(1)["config"]["port"] == 10450
 
 
 def test_changing_a_slice_cpuset_applies_live_without_restarts(deployment):
@@ -159,7 +159,7 @@ def test_changing_a_slice_cpuset_applies_live_without_restarts(deployment):
     assert view.started_at("containerd@numa0.service") == before["containerd@numa0.service"]
     # The kubelet restarts: its systemReserved grew by one CPU.
     assert ("numa-a-numa0-kubelet", "update") in ran
-    assert view.record("/var/lib/kubelet-numa0")["config"]["systemReserved"]["cpu"] == "6"
+    assert view.kubelet_record(0)["config"]["systemReserved"]["cpu"] == "6"
 
 
 def test_replacing_the_runtime_loses_nothing(deployment):
@@ -185,10 +185,10 @@ def test_an_interrupted_update_converges_on_the_next_run(deployment):
     with pytest.raises(CommandFailed):
         probe.up(changed)
     assert "maxPods: 7" in view.sh("cat /etc/numa-kubelets/numa0/kubelet-config.yaml")
-    assert view.record("/var/lib/kubelet-numa0")["config"]["maxPods"] == 1  # not restarted yet
+    assert view.kubelet_record(0)["config"]["maxPods"] == 1  # not restarted yet
     deployment["config"] = changed
     engine.up(changed)
-    assert view.record("/var/lib/kubelet-numa0")["config"]["maxPods"] == 7
+    assert view.kubelet_record(0)["config"]["maxPods"] == 7
     assert view.sh("ls /run/numa-kubelets/pending 2>/dev/null || true") == ""
 
 

@@ -173,7 +173,7 @@ def test_apply_puts_each_kubelet_and_its_containerd_in_its_own_namespace(namespa
         assert "UP" in view.sh(f"ip -n numa{numa} -o link show dev lo").split(">")[0]
         assert view.sh(f"ip -n numa{numa} -o -4 addr show dev uplink | awk '{{ print $4 }}'") == ADDRESSES[numa]
         assert view.sh(f"ip -n numa{numa} route show default") == f"default via {GATEWAY} dev uplink"
-        record = view.record(f"/var/lib/kubelet-numa{numa}")
+        record = view.kubelet_record(numa)
         assert (record["config"]["port"], record["config"]["healthzPort"]) == (10250, 10248)
         assert record["flags"]["node-ip"] == ADDRESSES[numa].split("/")[0]
         healthz = "python3 -c \"import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:10248/healthz').read().decode())\""
@@ -332,7 +332,7 @@ def test_a_new_address_is_applied_in_place(namespaced):
     ]
     assert view.started_at("containerd@numa1.service") == runtime
     assert view.sh("ip -n numa1 -o -4 addr show dev uplink | awk '{ print $4 }'") == "10.0.2.23/24"
-    assert view.record("/var/lib/kubelet-numa1")["flags"]["node-ip"] == "10.0.2.23"
+    assert view.kubelet_record(1)["flags"]["node-ip"] == "10.0.2.23"
 
 
 def test_switching_to_host_mode_and_back_converges(namespaced, stopwatch):
@@ -348,7 +348,7 @@ def test_switching_to_host_mode_and_back_converges(namespaced, stopwatch):
     for numa in (0, 1):
         for unit in (f"containerd@numa{numa}.service", f"kubelet@numa{numa}.service"):
             assert view.active(unit) and net_of(view, view.main_pid(unit)) == net_of(view, 1), unit
-    assert view.record("/var/lib/kubelet-numa1")["config"]["port"] == 10350  # host mode spreads the ports
+    assert view.kubelet_record(1)["config"]["port"] == 10350  # host mode spreads the ports
     namespaced["ticker"].assert_alive("the switch to host mode")
     with stopwatch("namespace mode: switch back to namespace mode"):
         engine.up(namespaced["config"])

@@ -34,7 +34,7 @@ def test_three_interleaved_numa_nodes(boot_testhost, stopwatch):
         for numa, (cpus, port) in expected.items():
             assert view.effective(f"numa{numa}.slice", "cpus") == cpus
             assert view.effective(f"numa{numa}.slice", "mems") == str(numa)
-            record = view.record(f"/var/lib/kubelet-numa{numa}")
+            record = view.kubelet_record(numa)
             assert record["cpus_allowed_list"] == cpus and record["mems_allowed_list"] == str(numa)
             assert record["config"]["port"] == port
             assert record["flags"]["hostname-override"] == f"numa-c-numa{numa}"
