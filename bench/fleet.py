@@ -20,7 +20,9 @@ Columns: `program s` / `baseline s` are the evaluation wall time (libraries alre
 `ratio` their quotient (issue 6's target: <= 1.5 at 500 x 8); the CPU columns are the same in
 process CPU time, steadier than wall time on a shared machine; `core s` is the pure core alone
 (validate the config, build the plan, render every script: a part of `program s`, timed
-separately after it); `GC s` the time spent in Python's cyclic garbage collector (a part of
+separately after it); `serialize s` the time spent in the SDK's `serialize_provider`, the
+pickling of each dynamic resource's provider (a part of `program s`; `dynamic resources` says
+how many: one NodeLifecycle per kubelet and one ClusterPreflight with a cluster); `GC s` the time spent in Python's cyclic garbage collector (a part of
 `program s` / `baseline s`); peak RSS of each subprocess; resources registered (the root
 Stack not counted); resources and remote commands per host (each command is one SSH session
 per apply when its inputs change). Each case's program and baseline run back to back; with
@@ -97,6 +99,30 @@ def _peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
+class SerializationClock:
+    """Wall time spent in the SDK's `serialize_provider`, the pickling of every dynamic
+    resource's provider (NodeLifecycle per kubelet, ClusterPreflight per stack)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.calls = 0
+
+    def install(self) -> None:
+        from pulumi.dynamic import dynamic
+
+        serialize = dynamic.serialize_provider
+
+        def timed(provider):
+            started = time.perf_counter()
+            try:
+                return serialize(provider)
+            finally:
+                self.seconds += time.perf_counter() - started
+                self.calls += 1
+
+        dynamic.serialize_provider = timed
+
+
 class GcClock:
     """Wall time spent in Python's cyclic garbage collector (gc.callbacks), by generation."""
 
@@ -114,7 +140,7 @@ class GcClock:
 
 
 def _evaluate(stack_config: dict[str, Any], program, profile: str | None = None, preview: bool = False):
-    """Run `program` under the same mocks as tests/program/harness.py; return (wall s, CPU s, mocks, monitor)."""
+    """Run `program` under the same mocks as tests/program/harness.py; return (wall s, CPU s, clocks, mocks, monitor)."""
     import pulumi
     from pulumi.runtime import settings
     from pulumi.runtime.stack import run_pulumi_func
@@ -124,6 +150,8 @@ def _evaluate(stack_config: dict[str, Any], program, profile: str | None = None,
 
     mocks = RecordingMocks()
     monitor = RecordingMonitor(mocks)
+    serialization = SerializationClock()
+    serialization.install()
     clock = GcClock()
     gc.callbacks.append(clock)
     start = time.perf_counter()
@@ -151,7 +179,7 @@ def _evaluate(stack_config: dict[str, Any], program, profile: str | None = None,
     gc.callbacks.remove(clock)
     if profiler is not None:
         profiler.dump_stats(profile)
-    return seconds, cpu_seconds, clock, mocks, monitor
+    return seconds, cpu_seconds, clock, serialization, mocks, monitor
 
 
 def _tree(mocks, monitor) -> list[dict[str, Any]]:
@@ -227,11 +255,17 @@ def child(args: argparse.Namespace) -> None:
 
     import pulumi  # noqa: F401
     import pulumi_command  # noqa: F401
-    import pulumi_kubernetes  # noqa: F401
+    import pulumi_kubernetes
+    import pulumi_random  # noqa: F401
 
+    import components.cluster
+    import components.demo
     import components.host
     import components.stack_config  # noqa: F401
     import numa_kubelets.outputs  # noqa: F401
+
+    # pulumi_kubernetes loads its API groups on first use: load the ones the program uses.
+    _ = pulumi_kubernetes.core.v1.Pod, pulumi_kubernetes.meta.v1.ObjectMetaArgs, pulumi_kubernetes.rbac.v1.Role
 
     stack_config = fleet_config(args.hosts_n, args.numa_n, cluster=not args.no_cluster, demo=args.demo)
     result: dict[str, Any] = {"hosts": args.hosts_n, "numa": args.numa_n, "kind": args.child}
@@ -241,7 +275,7 @@ def child(args: argparse.Namespace) -> None:
     preview = args.preview or args.demo
     if args.child == "program":
         main = str(PROJECT_DIR / "__main__.py")
-        seconds, cpu_seconds, clock, mocks, monitor = _evaluate(
+        seconds, cpu_seconds, clock, serialization, mocks, monitor = _evaluate(
             stack_config, lambda: runpy.run_path(main, run_name="__main__"), args.profile_out, preview
         )
         tree = _tree(mocks, monitor)
@@ -249,13 +283,15 @@ def child(args: argparse.Namespace) -> None:
         result["core_seconds"] = _core_seconds(stack_config)
     else:
         tree = json.loads(Path(args.tree).read_text())
-        seconds, cpu_seconds, clock, mocks, monitor = _evaluate(
+        seconds, cpu_seconds, clock, serialization, mocks, monitor = _evaluate(
             stack_config, _baseline_program(tree), args.profile_out, preview
         )
     result["seconds"] = seconds
     result["cpu_seconds"] = cpu_seconds
     result["gc_seconds"] = clock.seconds
     result["gc_full_collections"] = clock.full_collections
+    result["serialize_seconds"] = serialization.seconds
+    result["dynamic_resources"] = serialization.calls
     result["peak_rss_mib"] = _peak_rss_mib()
     result["resources"] = len(mocks.resources)
     result["commands"] = sum(1 for r in mocks.resources if r.type == COMMAND_TYPE)
@@ -327,6 +363,8 @@ def measure(hosts: int, numa: int, args: argparse.Namespace) -> dict[str, Any]:
         "baselineGcSeconds": round(best_baseline["gc_seconds"], 3),
         "programFullGcs": best_program["gc_full_collections"],
         "coreSeconds": round(best_program["core_seconds"], 3),
+        "serializeSeconds": round(best_program["serialize_seconds"], 3),
+        "dynamicResources": best_program["dynamic_resources"],
         "programPeakRssMiB": round(best_program["peak_rss_mib"], 1),
         "baselinePeakRssMiB": round(best_baseline["peak_rss_mib"], 1),
         "resources": best_program["resources"],
@@ -339,14 +377,14 @@ def measure(hosts: int, numa: int, args: argparse.Namespace) -> dict[str, Any]:
 def markdown(rows: list[dict[str, Any]]) -> str:
     header = (
         "| hosts | NUMA/host | program s | baseline s | ratio | program CPU s | baseline CPU s | CPU ratio "
-        "| core s | program GC s | baseline GC s | program peak RSS MiB | baseline peak RSS MiB | resources "
+        "| core s | serialize s | dynamic resources | program GC s | baseline GC s | program peak RSS MiB | baseline peak RSS MiB | resources "
         "| resources/host | remote commands/host |\n"
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
     )
     lines = [
         f"| {r['hosts']} | {r['numaNodes']} | {r['programSeconds']:.2f} | {r['baselineSeconds']:.2f} | {r['ratio']:.2f} "
         f"| {r['programCpuSeconds']:.2f} | {r['baselineCpuSeconds']:.2f} | {r['cpuRatio']:.2f} "
-        f"| {r['coreSeconds']:.2f} | {r['programGcSeconds']:.2f} | {r['baselineGcSeconds']:.2f} | {r['programPeakRssMiB']:.0f} | {r['baselinePeakRssMiB']:.0f} | {r['resources']} "
+        f"| {r['coreSeconds']:.2f} | {r['serializeSeconds']:.2f} | {r['dynamicResources']} | {r['programGcSeconds']:.2f} | {r['baselineGcSeconds']:.2f} | {r['programPeakRssMiB']:.0f} | {r['baselinePeakRssMiB']:.0f} | {r['resources']} "
         f"| {r['resourcesPerHost']:g} | {r['commandsPerHost']:g} |\n"
         for r in rows
     ]

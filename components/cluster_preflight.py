@@ -23,6 +23,7 @@ from kubernetes import client as kube_client
 from kubernetes.client.exceptions import ApiException
 from pulumi import dynamic
 
+from components.dynamic_resource import SafeDynamicResource
 from numa_kubelets import cluster
 from numa_kubelets.cluster import Right
 from numa_kubelets.plan import ClusterPlan
@@ -138,7 +139,7 @@ class ClusterPreflightProvider(dynamic.ResourceProvider):
             check_bootstrap_token(self.token_api(props["server"], ca_file.name, props["bootstrapToken"]))
 
 
-class ClusterPreflight(dynamic.Resource, module="numa-kubelets", name="ClusterPreflight"):
+class ClusterPreflight(SafeDynamicResource, module="numa-kubelets", name="ClusterPreflight"):
     def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions) -> None:
         opts = pulumi.ResourceOptions.merge(
             opts, pulumi.ResourceOptions(additional_secret_outputs=["kubeconfig", "bootstrapToken"])

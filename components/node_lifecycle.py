@@ -26,6 +26,7 @@ from kubernetes import config as kube_config
 from kubernetes.client.exceptions import ApiException
 from pulumi import dynamic
 
+from components.dynamic_resource import SafeDynamicResource
 from numa_kubelets import cluster
 from numa_kubelets.plan import Taint
 
@@ -244,7 +245,7 @@ class NodeLifecycleProvider(dynamic.ResourceProvider):
         operations.reconcile_taints(name, previously_declared, cluster.taints_from(props.get("taints") or []))
 
 
-class NodeLifecycle(dynamic.Resource, module="numa-kubelets", name="NodeLifecycle"):
+class NodeLifecycle(SafeDynamicResource, module="numa-kubelets", name="NodeLifecycle"):
     def __init__(self, name: str, props: Mapping[str, Any], opts: pulumi.ResourceOptions) -> None:
         # The kubeconfig is in the inputs so that delete, which sees only the stored state, can reach the cluster.
         opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(additional_secret_outputs=["kubeconfig"]))

@@ -1,0 +1,73 @@
+"""A cluster stack at fleet scale under the mock engine: thousands of dynamic resources.
+
+Every kubelet of a stack with a cluster has a NodeLifecycle, a Pulumi dynamic resource; the
+SDK's provider serialization leaked one pickler wrapper per dynamic resource, so a stack of
+about 1,000 kubelets failed with RecursionError (components/dynamic_resource.py). Completion
+is what these tests check, never a time.
+"""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any
+
+import pulumi
+from pulumi.dynamic import dynamic as sdk_dynamic
+
+from bench.fleet import fleet_config
+from components.dynamic_resource import PATCHED_PICKLER_METHODS, pickler_restored
+from components.node_lifecycle import NodeLifecycleProvider
+from tests.program.harness import run_program
+
+LIFECYCLE = "pulumi-python:dynamic/numa-kubelets:NodeLifecycle"
+
+
+def pickler_methods() -> dict[str, Any]:
+    return {name: vars(pickle._Pickler)[name] for name in PATCHED_PICKLER_METHODS}  # type: ignore[attr-defined]
+
+
+def test_a_cluster_stack_of_2000_kubelets_evaluates_and_leaves_the_pickler_as_it_was():
+    before = pickler_methods()
+    run = run_program(fleet_config(hosts=250, numa_nodes=8, cluster=True, demo=False))
+    assert len(run.of_type(LIFECYCLE)) == 2000
+    assert len(run.outputs["hosts"]) == 250
+    assert pickler_methods() == before
+    # Pickling a dict, which recursed once per dynamic resource made before, still works.
+    assert pickle.loads(pickle._dumps({"b": 1, "a": {"c": 2}})) == {"b": 1, "a": {"c": 2}}  # type: ignore[attr-defined]
+
+
+def test_the_sdk_serializer_leaks_a_wrapper_per_call_and_pickler_restored_takes_it_back():
+    """The SDK's behaviour the fix exists for (a regression guard: should the SDK fix it, the
+    first assertion says so and the workaround can go), then the fix undoing it."""
+    before = pickler_methods()
+    try:
+        sdk_dynamic.serialize_provider(NodeLifecycleProvider())
+        assert pickler_methods() != before, "serialize_provider no longer patches the pickler"
+    finally:
+        for name, method in before.items():
+            setattr(pickle._Pickler, name, method)  # type: ignore[attr-defined]
+    for _ in range(3000):
+        with pickler_restored():
+            sdk_dynamic.serialize_provider(NodeLifecycleProvider())
+    assert pickler_methods() == before
+
+
+def test_the_serialized_provider_is_the_one_the_sdk_makes_on_a_fresh_pickler():
+    """Restoring the pickler changes nothing in what reaches the state (no diff on upgrade)."""
+    with pickler_restored():
+        first = sdk_dynamic.serialize_provider(NodeLifecycleProvider())
+    for _ in range(50):
+        with pickler_restored():
+            again = sdk_dynamic.serialize_provider(NodeLifecycleProvider())
+        assert again == first
+
+
+def test_a_failing_construction_also_restores_the_pickler():
+    before = pickler_methods()
+    try:
+        with pickler_restored():
+            sdk_dynamic.serialize_provider(NodeLifecycleProvider())
+            raise pulumi.RunError("construction failed")
+    except pulumi.RunError:
+        pass
+    assert pickler_methods() == before
