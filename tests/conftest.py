@@ -3,6 +3,8 @@ from collections import defaultdict
 import pytest
 from hypothesis import settings
 
+from tests.realcluster.fixtures import control_plane  # noqa: F401  (one per session, for every tier)
+
 # Timing belongs in benchmarks: a property test must not fail because CI is busy (e.g. with
 # the test host's qemu, which stays up for the whole session).
 settings.register_profile("numa-kubelets", deadline=None)

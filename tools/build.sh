@@ -51,8 +51,13 @@ build_kubernetes() {
   done
 }
 
+build_etcd() {
+  # etcd's server module root is its main package; its version is a constant of the api module.
+  build etcd etcd go.etcd.io/etcd/server/v3 -ldflags "-s -w"
+}
+
 families=("$@")
-[ ${#families[@]} -gt 0 ] || families=(kubernetes)
+[ ${#families[@]} -gt 0 ] || families=(kubernetes etcd)
 for family in "${families[@]}"; do
   declare -F "build_$family" >/dev/null || { echo "tools/build.sh: unknown program family $family" >&2; exit 2; }
   "build_$family"

@@ -1,0 +1,372 @@
+"""A real Kubernetes control plane on this machine's loopback, built by `make tools`.
+
+etcd, kube-apiserver (bootstrap tokens; Node and RBAC authorizers; NodeRestriction;
+service-account keys), kube-controller-manager (CSR signer with the cluster CA, CSR approver,
+node IPAM, node lifecycle, token cleaner, bootstrap signer, service accounts, garbage
+collection) and kube-scheduler, started in that order and each waited for, in the style of
+Kubernetes' envtest. A component that fails to start raises ControlPlaneError naming it, with
+the tail of its log.
+
+Everything listens on 127.0.0.1. The emulated test hosts reach this machine's loopback at
+10.0.2.2 (qemu user networking), so that is the address the API server advertises to the
+cluster (the `kubernetes` Service's endpoint) and one of its serving certificate's SANs.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from tests.realcluster import pki
+
+PROJECT_DIR = Path(__file__).resolve().parents[2]
+TOOLS_BIN = Path(os.environ.get("NUMA_KUBELETS_TOOLS_BIN", PROJECT_DIR / ".tools" / "bin"))
+# The address a qemu user-networking guest reaches this machine's loopback at.
+GUEST_GATEWAY = "10.0.2.2"
+SERVICE_CIDR = "10.96.0.0/16"
+KUBERNETES_SERVICE_IP = "10.96.0.1"
+POD_CIDR = "10.244.0.0/16"
+NODE_CIDR_MASK = 24
+START_TIMEOUT = 90.0
+LOG_TAIL_LINES = 40
+
+# The stack's credential with exactly the rights README.md lists ("Rights of the stack's
+# kubeconfig"), so a test that passes with it proves the list is enough.
+STACK_USER = "numa-kubelets-stack"
+STACK_CLUSTER_RULES = [
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch", "delete"]},
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+    {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
+    {
+        "apiGroups": ["rbac.authorization.k8s.io"],
+        "resources": ["clusterrolebindings"],
+        "verbs": ["get", "create", "update", "patch", "delete"],
+    },
+    # Creating a binding to a role needs the role's rights or `bind` on it (RBAC escalation check).
+    {
+        "apiGroups": ["rbac.authorization.k8s.io"],
+        "resources": ["clusterroles"],
+        "verbs": ["bind"],
+        "resourceNames": [
+            "system:node-bootstrapper",
+            "system:certificates.k8s.io:certificatesigningrequests:nodeclient",
+        ],
+    },
+]
+STACK_KUBE_SYSTEM_RULES = [
+    {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "create", "update", "patch", "delete"]},
+    {"apiGroups": [""], "resources": ["services"], "verbs": ["get"]},
+]
+
+
+class ControlPlaneError(RuntimeError):
+    pass
+
+
+def tool(name: str) -> Path:
+    """A program built by `make tools`; missing means the tier fails, saying how to build it."""
+    path = TOOLS_BIN / name
+    if not os.access(path, os.X_OK):
+        raise ControlPlaneError(f"{path} is missing: build the real programs first with `make tools`")
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@dataclass
+class Component:
+    name: str
+    command: list[str]
+    log: Path
+    process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with self.log.open("wb") as log:
+            self.process = subprocess.Popen(
+                self.command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+
+    def tail(self) -> str:
+        lines = self.log.read_text(errors="replace").splitlines() if self.log.exists() else []
+        return "\n".join(lines[-LOG_TAIL_LINES:])
+
+    def failure(self, why: str) -> ControlPlaneError:
+        return ControlPlaneError(f"{self.name} {why}; log {self.log}, last lines:\n{self.tail()}")
+
+    def check_running(self) -> None:
+        assert self.process is not None
+        code = self.process.poll()
+        if code is not None:
+            raise self.failure(f"exited with code {code}")
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def kubeconfig(path: Path, server: str, ca: pki.KeyPair, user: str, client: pki.KeyPair) -> Path:
+    document = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "test", "cluster": {"server": server, "certificate-authority": str(ca.cert)}}],
+        "users": [{"name": user, "user": {"client-certificate": str(client.cert), "client-key": str(client.key)}}],
+        "contexts": [{"name": "test", "context": {"cluster": "test", "user": user}}],
+        "current-context": "test",
+    }
+    path.write_text(yaml.safe_dump(document))
+    path.chmod(0o600)
+    return path
+
+
+def inline_kubeconfig(path: Path) -> str:
+    """The kubeconfig with its files inlined, as a user would put it into `pulumi config set --secret`."""
+    document = yaml.safe_load(path.read_text())
+    for entry in document["clusters"]:
+        cluster = entry["cluster"]
+        cluster["certificate-authority-data"] = _b64_file(cluster.pop("certificate-authority"))
+    for entry in document["users"]:
+        user = entry["user"]
+        user["client-certificate-data"] = _b64_file(user.pop("client-certificate"))
+        user["client-key-data"] = _b64_file(user.pop("client-key"))
+    return yaml.safe_dump(document)
+
+
+def _b64_file(path: str) -> str:
+    import base64
+
+    return base64.b64encode(Path(path).read_bytes()).decode()
+
+
+@dataclass
+class ControlPlane:
+    directory: Path
+    components: list[Component] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.pki_dir = self.directory / "pki"
+        self.ca = pki.CertificateAuthority(self.pki_dir)
+        self.port = free_port()
+        self.server = f"https://127.0.0.1:{self.port}"
+        # What a test host's kubelets are given as cluster.server: this machine seen from the guest.
+        self.guest_server = f"https://{GUEST_GATEWAY}:{self.port}"
+
+    # ------------------------------------------------------------ credentials
+
+    def client_kubeconfig(self, stem: str, user: str, group: str | None = None) -> Path:
+        pair = self.ca.issue(stem, user, group)
+        return kubeconfig(self.directory / f"{stem}.kubeconfig", self.server, self.ca.pair, user, pair)
+
+    @property
+    def ca_pem(self) -> str:
+        return self.ca.pair.cert_pem()
+
+    # ------------------------------------------------------------ start and stop
+
+    def start(self) -> None:
+        started = time.monotonic()
+        try:
+            self._start_etcd()
+            self._start_apiserver()
+            self._start_controller_manager()
+            self._start_scheduler()
+            self._grant_stack_rights()
+        except BaseException:
+            self.stop()
+            raise
+        self.start_seconds = time.monotonic() - started
+
+    def stop(self) -> None:
+        for component in reversed(self.components):
+            component.stop()
+
+    def _component(self, name: str, command: list[str]) -> Component:
+        component = Component(name, command, self.directory / f"{name}.log")
+        self.components.append(component)
+        component.start()
+        return component
+
+    def _wait(self, component: Component, url: str, context: ssl.SSLContext | None) -> None:
+        deadline = time.monotonic() + START_TIMEOUT
+        last = "no answer"
+        while time.monotonic() < deadline:
+            component.check_running()
+            try:
+                with urllib.request.urlopen(url, timeout=5, context=context) as answer:
+                    if answer.status == 200:
+                        return
+                    last = f"HTTP {answer.status}"
+            except urllib.error.HTTPError as error:
+                last = f"HTTP {error.code}: {error.read()[:300]!r}"
+            except (OSError, urllib.error.URLError) as error:
+                last = str(error)
+            time.sleep(0.5)
+        raise component.failure(f"not healthy at {url} after {START_TIMEOUT:.0f} s ({last})")
+
+    def _start_etcd(self) -> None:
+        client, peer = free_port(), free_port()
+        self.etcd_url = f"http://127.0.0.1:{client}"
+        etcd = self._component(
+            "etcd",
+            [
+                str(tool("etcd")),
+                "--name=test",
+                f"--data-dir={self.directory / 'etcd'}",
+                f"--listen-client-urls={self.etcd_url}",
+                f"--advertise-client-urls={self.etcd_url}",
+                f"--listen-peer-urls=http://127.0.0.1:{peer}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
+                f"--initial-cluster=test=http://127.0.0.1:{peer}",
+                "--listen-metrics-urls=",
+                # A test cluster's data is thrown away: no fsync, which TCG guests' host disk needs least.
+                "--unsafe-no-fsync",
+                "--log-level=warn",
+            ],
+        )
+        self._wait(etcd, f"{self.etcd_url}/health", None)
+
+    def _start_apiserver(self) -> None:
+        serving = self.ca.issue(
+            "apiserver",
+            "kube-apiserver",
+            server_names=(
+                "127.0.0.1",
+                GUEST_GATEWAY,
+                KUBERNETES_SERVICE_IP,
+                "localhost",
+                "kubernetes",
+                "kubernetes.default",
+                "kubernetes.default.svc",
+                "kubernetes.default.svc.cluster.local",
+            ),
+            client=False,
+        )
+        kubelet_client = self.ca.issue("apiserver-kubelet-client", "kube-apiserver-kubelet-client", "system:masters")
+        self.service_accounts = pki.service_account_keys(self.pki_dir)
+        apiserver = self._component(
+            "kube-apiserver",
+            [
+                str(tool("kube-apiserver")),
+                f"--etcd-servers={self.etcd_url}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={self.port}",
+                f"--advertise-address={GUEST_GATEWAY}",
+                f"--tls-cert-file={serving.cert}",
+                f"--tls-private-key-file={serving.key}",
+                f"--client-ca-file={self.ca.pair.cert}",
+                "--enable-bootstrap-token-auth=true",
+                "--authorization-mode=Node,RBAC",
+                "--enable-admission-plugins=NodeRestriction",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                f"--service-account-key-file={self.service_accounts.cert}",
+                f"--service-account-signing-key-file={self.service_accounts.key}",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                f"--kubelet-client-certificate={kubelet_client.cert}",
+                f"--kubelet-client-key={kubelet_client.key}",
+                "--allow-privileged=true",
+                "--profiling=false",
+                "--v=1",
+            ],
+        )
+        self.admin_kubeconfig = self.client_kubeconfig("admin", "test-admin", "system:masters")
+        context = ssl.create_default_context(cafile=str(self.ca.pair.cert))
+        context.load_cert_chain(self.pki_dir / "admin.crt", self.pki_dir / "admin.key")
+        self._wait(apiserver, f"{self.server}/readyz", context)
+
+    def _controller_kubeconfig(self, name: str, user: str) -> Path:
+        return self.client_kubeconfig(name, user)
+
+    def _start_controller_manager(self) -> None:
+        config = self._controller_kubeconfig("kube-controller-manager", "system:kube-controller-manager")
+        port = free_port()
+        manager = self._component(
+            "kube-controller-manager",
+            [
+                str(tool("kube-controller-manager")),
+                f"--kubeconfig={config}",
+                f"--authentication-kubeconfig={config}",
+                f"--authorization-kubeconfig={config}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={port}",
+                "--leader-elect=false",
+                "--controllers=*,bootstrapsigner,tokencleaner",
+                f"--cluster-signing-cert-file={self.ca.pair.cert}",
+                f"--cluster-signing-key-file={self.ca.pair.key}",
+                f"--root-ca-file={self.ca.pair.cert}",
+                f"--service-account-private-key-file={self.service_accounts.key}",
+                "--use-service-account-credentials=true",
+                "--allocate-node-cidrs=true",
+                f"--cluster-cidr={POD_CIDR}",
+                f"--node-cidr-mask-size={NODE_CIDR_MASK}",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                "--v=1",
+            ],
+        )
+        self._wait(manager, f"https://127.0.0.1:{port}/healthz", _unverified())
+
+    def _start_scheduler(self) -> None:
+        config = self._controller_kubeconfig("kube-scheduler", "system:kube-scheduler")
+        port = free_port()
+        scheduler = self._component(
+            "kube-scheduler",
+            [
+                str(tool("kube-scheduler")),
+                f"--kubeconfig={config}",
+                f"--authentication-kubeconfig={config}",
+                f"--authorization-kubeconfig={config}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={port}",
+                "--leader-elect=false",
+                "--v=1",
+            ],
+        )
+        self._wait(scheduler, f"https://127.0.0.1:{port}/healthz", _unverified())
+
+    def _grant_stack_rights(self) -> None:
+        """The least-privilege stack credential: a ClusterRole and a kube-system Role, bound to it."""
+        from kubernetes import client as kube_client
+        from kubernetes import config as kube_config
+
+        api = kube_config.new_client_from_config(str(self.admin_kubeconfig))
+        rbac = kube_client.RbacAuthorizationV1Api(api)
+        subject = [{"kind": "User", "name": STACK_USER, "apiGroup": "rbac.authorization.k8s.io"}]
+        rbac.create_cluster_role({"metadata": {"name": STACK_USER}, "rules": STACK_CLUSTER_RULES})
+        rbac.create_cluster_role_binding(
+            {"metadata": {"name": STACK_USER}, "roleRef": _role_ref("ClusterRole", STACK_USER), "subjects": subject}
+        )
+        rbac.create_namespaced_role("kube-system", {"metadata": {"name": STACK_USER}, "rules": STACK_KUBE_SYSTEM_RULES})
+        rbac.create_namespaced_role_binding(
+            "kube-system",
+            {"metadata": {"name": STACK_USER}, "roleRef": _role_ref("Role", STACK_USER), "subjects": subject},
+        )
+        self.stack_kubeconfig = self.client_kubeconfig("stack", STACK_USER)
+
+
+def _role_ref(kind: str, name: str) -> dict[str, str]:
+    return {"kind": kind, "name": name, "apiGroup": "rbac.authorization.k8s.io"}
+
+
+def _unverified() -> ssl.SSLContext:
+    """For the controllers' health endpoints on loopback: they serve a self-signed certificate."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
