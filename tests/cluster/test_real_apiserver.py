@@ -1,0 +1,289 @@
+"""The node lifecycle and the cluster preflight against the real kube-apiserver of the session's
+control plane (tests/realcluster), with the least-privilege stack credential of README.md.
+
+The HTTP double (api_double.py) stays for what a real server cannot be made to do on demand: a
+500, a 403 on one chosen call, a Node that registers after exactly N reads, a fake clock. Each
+test here uses Nodes and namespaces of its own: the control plane is shared by the session.
+"""
+
+from __future__ import annotations
+
+import datetime
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client as kube_client
+from kubernetes.client.exceptions import ApiException
+
+from components.cluster_preflight import check_bootstrap_token, check_cluster_dns_service, check_stack_credential
+from components.node_lifecycle import NodeLifecycleError, NodeOperations
+from numa_kubelets import cluster
+from numa_kubelets.plan import ClusterPlan, Taint
+from tests.realcluster.clients import api_for, create_managed_token, eventually, token_api
+from tests.realcluster.controlplane import ControlPlane
+
+TENANT = Taint("tenant", "a", "NoSchedule")
+JOURNAL = "journalctl -u kubelet@numa0.service"
+
+
+@pytest.fixture
+def admin(control_plane: ControlPlane) -> kube_client.CoreV1Api:
+    return kube_client.CoreV1Api(api_for(control_plane.admin_kubeconfig))
+
+
+@pytest.fixture
+def stack_api(control_plane: ControlPlane) -> kube_client.ApiClient:
+    return api_for(control_plane.stack_kubeconfig)
+
+
+@pytest.fixture
+def node_name(admin: kube_client.CoreV1Api) -> Iterator[str]:
+    """A Node as a kubelet registers it (identity labels, Ready now), deleted afterwards."""
+    name = f"numa-{uuid.uuid4().hex[:8]}-numa0"
+    admin.create_node({"metadata": {"name": name, "labels": identity(name)}})
+    set_ready(admin, name, "True")
+    yield name
+    try:
+        admin.delete_node(name)
+    except ApiException as error:
+        if error.status != 404:
+            raise
+
+
+def identity(name: str) -> dict[str, str]:
+    return {"numa-kubelets.io/host": name.rsplit("-", 1)[0], "numa-kubelets.io/numa-node": "0"}
+
+
+def set_ready(admin: kube_client.CoreV1Api, name: str, status: str) -> None:
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    condition = {"type": "Ready", "status": status, "reason": "KubeletReady", "message": "test"}
+    condition |= {"lastHeartbeatTime": now, "lastTransitionTime": now}
+    admin.patch_node_status(name, {"status": {"conditions": [condition]}})
+
+
+def stack_operations(stack_api: kube_client.ApiClient) -> NodeOperations:
+    return NodeOperations(kube_client.CoreV1Api(stack_api), poll_seconds=0.5)
+
+
+def running_pod(admin: kube_client.CoreV1Api, namespace: str, name: str, node: str, labels: dict[str, str]) -> None:
+    """A pod bound to `node` and reported Running and Ready, as its kubelet would."""
+    admin.create_namespaced_pod(
+        namespace,
+        {
+            "metadata": {"name": name, "labels": labels},
+            "spec": {"nodeName": node, "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}]},
+        },
+    )
+    admin.patch_namespaced_pod_status(
+        name,
+        namespace,
+        {"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}},
+    )
+
+
+def namespace(admin: kube_client.CoreV1Api) -> str:
+    name = f"drain-{uuid.uuid4().hex[:8]}"
+    admin.create_namespace({"metadata": {"name": name}})
+    # Pods are admitted only once the service-account controller has made the namespace's default.
+    eventually(
+        lambda: admin.list_namespaced_service_account(name, field_selector="metadata.name=default").items or None,
+        30,
+        f"the default service account of {name}",
+    )
+    return name
+
+
+def taints_of(admin: kube_client.CoreV1Api, name: str) -> list[dict[str, Any]]:
+    """The Node's taints but the node lifecycle controller's own (node.kubernetes.io/not-ready
+    and the like come and go with the Ready condition of a Node no kubelet heartbeats for)."""
+    return [
+        {k: v for k, v in taint.to_dict().items() if v is not None and k != "time_added"}
+        for taint in admin.read_node(name).spec.taints or []
+        if not taint.key.startswith("node.kubernetes.io/")
+    ]
+
+
+# ---------------------------------------------------------------- preflight
+
+
+def test_the_readme_rights_pass_the_stack_credential_check(stack_api):
+    check_stack_credential(stack_api, cluster.stack_rights(ClusterPlan("https://x", "ca")))
+
+
+def test_a_credential_without_pods_eviction_is_refused_naming_it(control_plane: ControlPlane):
+    rbac = kube_client.RbacAuthorizationV1Api(api_for(control_plane.admin_kubeconfig))
+    user = "no-eviction"
+    rules = [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch", "delete"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+    ]
+    rbac.create_cluster_role({"metadata": {"name": user}, "rules": rules})
+    rbac.create_cluster_role_binding(
+        {
+            "metadata": {"name": user},
+            "roleRef": {"kind": "ClusterRole", "name": user, "apiGroup": "rbac.authorization.k8s.io"},
+            "subjects": [{"kind": "User", "name": user, "apiGroup": "rbac.authorization.k8s.io"}],
+        }
+    )
+    api = api_for(control_plane.client_kubeconfig(user, user))
+    with pytest.raises(NodeLifecycleError) as failure:
+        check_stack_credential(api, cluster.stack_rights(ClusterPlan("https://x", "ca")))
+    assert str(failure.value) == (
+        "the stack's kubeconfig may not: create pods/eviction (drain through the eviction API). "
+        "Grant them (README: rights of the stack's kubeconfig)."
+    )
+
+
+def test_the_managed_token_passes_the_token_check(control_plane: ControlPlane, stack_api):
+    token = create_managed_token(stack_api, "b1c2d3", "00112233445566ff", "preflight-ok")
+    check_bootstrap_token(token_api(control_plane, token))
+
+
+def test_a_token_without_its_secret_does_not_authenticate(control_plane: ControlPlane):
+    with pytest.raises(NodeLifecycleError) as failure:
+        check_bootstrap_token(token_api(control_plane, "zzzzzz.0000000000000000"))
+    assert "does not authenticate (the API server answered 401)" in str(failure.value)
+
+
+def test_a_token_without_the_nodeclient_binding_is_refused_naming_the_role(control_plane: ControlPlane, stack_api):
+    stack = "preflight-half"
+    kube_client.CoreV1Api(stack_api).create_namespaced_secret(
+        "kube-system", cluster.bootstrap_token_secret("e1f2a3", "aabbccddeeff0011", stack)
+    )
+    bootstrapper = cluster.bootstrap_bindings(stack)[0]
+    kube_client.RbacAuthorizationV1Api(stack_api).create_cluster_role_binding(bootstrapper.manifest(stack))
+    with pytest.raises(NodeLifecycleError) as failure:
+        check_bootstrap_token(token_api(control_plane, "e1f2a3.aabbccddeeff0011"))
+    message = str(failure.value)
+    assert message.startswith(
+        "the bootstrap token may not: create certificatesigningrequests/nodeclient.certificates.k8s.io "
+        "(have it approved automatically)."
+    )
+    assert cluster.NODE_CLIENT_ROLE in message
+
+
+def test_kube_dns_missing_headless_and_present(control_plane: ControlPlane, stack_api):
+    plan = ClusterPlan("https://x", "ca")
+    admin = kube_client.CoreV1Api(api_for(control_plane.admin_kubeconfig))
+    with pytest.raises(NodeLifecycleError, match=r"set numa-kubelets:cluster\.dns"):
+        check_cluster_dns_service(stack_api, plan)
+    service = {
+        "metadata": {"name": "kube-dns", "namespace": "kube-system"},
+        "spec": {"clusterIP": "None", "ports": [{"name": "dns", "port": 53, "protocol": "UDP"}]},
+    }
+    admin.create_namespaced_service("kube-system", service)
+    try:
+        with pytest.raises(NodeLifecycleError, match=r"set numa-kubelets:cluster\.dns"):
+            check_cluster_dns_service(stack_api, plan)
+    finally:
+        admin.delete_namespaced_service("kube-dns", "kube-system")
+    eventually(lambda: True if not admin.list_namespaced_service("kube-system").items else None, 30, "kube-dns deleted")
+    service["spec"]["clusterIP"] = "10.96.0.10"
+    admin.create_namespaced_service("kube-system", service)
+    try:
+        check_cluster_dns_service(stack_api, plan)
+    finally:
+        admin.delete_namespaced_service("kube-dns", "kube-system")
+
+
+# ---------------------------------------------------------------- joining
+
+
+def test_a_ready_node_with_its_labels_is_waited_for_and_tainted(admin, stack_api, node_name):
+    operations = stack_operations(stack_api)
+    operations.wait_ready(node_name, identity(node_name), 10, JOURNAL)
+    admin.patch_node(node_name, {"spec": {"taints": [{"key": "foreign", "effect": "NoSchedule"}]}})
+    operations.reconcile_taints(node_name, (), (TENANT,))
+    assert taints_of(admin, node_name) == [{"key": "foreign", "effect": "NoSchedule"}, TENANT.manifest()]
+    operations.reconcile_taints(node_name, (TENANT,), ())
+    assert taints_of(admin, node_name) == [{"key": "foreign", "effect": "NoSchedule"}]
+
+
+def test_a_node_that_never_registers_fails_with_the_journal_command(stack_api):
+    with pytest.raises(NodeLifecycleError) as failure:
+        stack_operations(stack_api).wait_ready("numa-never-numa0", identity("numa-never-numa0"), 2, JOURNAL)
+    assert "Node numa-never-numa0 is not Ready after 2s: never registered" in str(failure.value)
+    assert JOURNAL in str(failure.value)
+
+
+def test_a_concurrent_writer_makes_the_taint_edit_read_again(admin, stack_api, node_name):
+    """A real 409: another writer changes the Node between our read and our patch."""
+    operations = stack_operations(stack_api)
+    read = operations.node
+    reads = []
+
+    def read_then_someone_writes(name: str):
+        current = read(name)
+        reads.append(current["metadata"]["resourceVersion"])
+        if len(reads) == 1:
+            admin.patch_node(name, {"metadata": {"labels": {"written-in-between": "yes"}}})
+        return current
+
+    operations.node = read_then_someone_writes  # type: ignore[method-assign]
+    operations.reconcile_taints(node_name, (), (TENANT,))
+    assert len(reads) == 2 and reads[0] != reads[1]
+    node = admin.read_node(node_name)
+    assert node.metadata.labels["written-in-between"] == "yes"
+    assert taints_of(admin, node_name) == [TENANT.manifest()]
+
+
+# ---------------------------------------------------------------- leaving
+
+
+def test_a_real_pdb_blocks_the_drain_until_the_timeout_and_the_node_stays(admin, stack_api, node_name):
+    where = namespace(admin)
+    running_pod(admin, where, "db-0", node_name, {"app": "db"})
+    kube_client.PolicyV1Api(api_for_admin(admin)).create_namespaced_pod_disruption_budget(
+        where, {"metadata": {"name": "db"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}}}
+    )
+    policy = kube_client.PolicyV1Api(api_for_admin(admin))
+    eventually(
+        lambda: (
+            True
+            if (policy.read_namespaced_pod_disruption_budget("db", where).status.current_healthy or 0) == 1
+            else None
+        ),
+        30,
+        "the disruption controller counting the pod",
+    )
+    started = time.monotonic()
+    with pytest.raises(NodeLifecycleError) as failure:
+        stack_operations(stack_api).remove(node_name, 3)
+    message = str(failure.value)
+    assert time.monotonic() - started >= 3
+    assert "did not finish within 3s (cluster.drainTimeout)" in message
+    assert f"{where}/db-0: eviction refused: the API server answered 429 Too Many Requests" in message
+    assert "Cannot evict pod as it would violate the pod's disruption budget" in message
+    node = admin.read_node(node_name)
+    assert node.spec.unschedulable is True
+    assert admin.read_namespaced_pod("db-0", where).metadata.deletion_timestamp is None
+
+
+def test_removal_evicts_and_deletes_a_node_whose_kubelet_is_gone(admin, stack_api, node_name):
+    where = namespace(admin)
+    running_pod(admin, where, "web-1", node_name, {"app": "web"})
+    set_ready(admin, node_name, "Unknown")
+    stack_operations(stack_api).remove(node_name, 30)
+    with pytest.raises(ApiException) as gone:
+        admin.read_node(node_name)
+    assert gone.value.status == 404
+    # Evicted, not deleted outright: the pod went through the eviction API and is terminating
+    # (until the pod garbage collector removes it with its Node gone).
+    pod = _pod_or_none(admin, where, "web-1")
+    assert pod is None or pod.metadata.deletion_timestamp is not None
+
+
+def api_for_admin(admin: kube_client.CoreV1Api) -> kube_client.ApiClient:
+    return admin.api_client
+
+
+def _pod_or_none(admin: kube_client.CoreV1Api, where: str, name: str):
+    try:
+        return admin.read_namespaced_pod(name, where)
+    except ApiException as error:
+        if error.status == 404:
+            return None
+        raise
