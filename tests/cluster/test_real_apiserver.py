@@ -287,3 +287,27 @@ def _pod_or_none(admin: kube_client.CoreV1Api, where: str, name: str):
         if error.status == 404:
             return None
         raise
+
+
+def test_binding_the_bootstrap_roles_needs_bind_on_them(control_plane: ControlPlane):
+    """Why README.md lists `bind` on the two ClusterRoles: RBAC's escalation check refuses a
+    binding to a role whose rights the creator lacks, unless it may `bind` that role."""
+    from tests.realcluster.controlplane import STACK_CLUSTER_RULES
+
+    rbac = kube_client.RbacAuthorizationV1Api(api_for(control_plane.admin_kubeconfig))
+    user = "no-bind"
+    rules = [rule for rule in STACK_CLUSTER_RULES if rule["verbs"] != ["bind"]]
+    rbac.create_cluster_role({"metadata": {"name": user}, "rules": rules})
+    rbac.create_cluster_role_binding(
+        {
+            "metadata": {"name": user},
+            "roleRef": {"kind": "ClusterRole", "name": user, "apiGroup": "rbac.authorization.k8s.io"},
+            "subjects": [{"kind": "User", "name": user, "apiGroup": "rbac.authorization.k8s.io"}],
+        }
+    )
+    api = kube_client.RbacAuthorizationV1Api(api_for(control_plane.client_kubeconfig(user, user)))
+    binding = cluster.bootstrap_bindings("no-bind")[0]
+    with pytest.raises(ApiException) as refused:
+        api.create_cluster_role_binding(binding.manifest("no-bind"))
+    assert refused.value.status == 403
+    assert "attempting to grant RBAC permissions not currently held" in refused.value.body
