@@ -13,15 +13,64 @@ DEFAULT_SUITE = "bookworm"
 SUITES = ("bookworm", "trixie")
 
 
+# Where this machine's apt gets Debian from (deb822 `URIs:` lines, then one-line entries);
+# the guests are bootstrapped from the same archives. No host name is written in the code.
+APT_SOURCE_FILES = ("/etc/apt/sources.list.d/*.sources", "/etc/apt/sources.list", "/etc/apt/sources.list.d/*.list")
+# Overrides, e.g. for a local mirror: the archive of `debian` and of `debian-security`.
+MIRROR_ENV = "NUMA_KUBELETS_DEBIAN_MIRROR"
+SECURITY_MIRROR_ENV = "NUMA_KUBELETS_DEBIAN_SECURITY_MIRROR"
+
+
+class NoDebianMirror(RuntimeError):
+    pass
+
+
+def _source_uris(text: str) -> list[str]:
+    uris = []
+    for line in text.splitlines():
+        words = line.split("#", 1)[0].split()
+        if words[:1] == ["URIs:"]:
+            uris += words[1:]
+        elif words[:1] == ["deb"]:
+            uris += [word for word in words[1:] if "://" in word][:1]
+    return uris
+
+
+def debian_mirrors(source_texts: list[str], environ: dict[str, str]) -> tuple[str, str]:
+    """(archive of `debian`, archive of `debian-security`): the environment's, else the first
+    apt source URIs whose path ends in /debian and /debian-security."""
+    uris = [uri.rstrip("/") for text in source_texts for uri in _source_uris(text)]
+    main = environ.get(MIRROR_ENV) or next((uri for uri in uris if uri.endswith("/debian")), None)
+    security = environ.get(SECURITY_MIRROR_ENV) or next((uri for uri in uris if uri.endswith("/debian-security")), None)
+    if main is None or security is None:
+        missing = [name for name, uri in ((MIRROR_ENV, main), (SECURITY_MIRROR_ENV, security)) if uri is None]
+        raise NoDebianMirror(
+            "no Debian archive for the test host image: this machine's apt sources "
+            f"({', '.join(APT_SOURCE_FILES)}) name no URI ending in /debian and /debian-security; "
+            f"set {' and '.join(missing)}"
+        )
+    return main, security
+
+
+def machine_debian_mirrors() -> tuple[str, str]:
+    import glob
+    import os
+    from pathlib import Path
+
+    texts = [Path(path).read_text() for pattern in APT_SOURCE_FILES for path in sorted(glob.glob(pattern))]
+    return debian_mirrors(texts, dict(os.environ))
+
+
 def apt_sources(suite: str) -> tuple[str, ...]:
-    """The same archive the host uses (see /etc/apt/sources.list.d); updates and security
-    suites so the guest runs the kernel and systemd a patched Debian machine would run."""
+    """The archives this machine's apt uses; updates and security suites so the guest runs the
+    kernel and systemd a patched Debian machine would run."""
     if suite not in SUITES:
         raise ValueError(f"unknown test host suite {suite!r}; known: {', '.join(SUITES)}")
+    main, security = machine_debian_mirrors()
     return (
-        f"deb http://deb.debian.org/debian {suite} main",
-        f"deb http://deb.debian.org/debian {suite}-updates main",
-        f"deb http://deb.debian.org/debian-security {suite}-security main",
+        f"deb {main} {suite} main",
+        f"deb {main} {suite}-updates main",
+        f"deb {security} {suite}-security main",
     )
 
 
