@@ -2,7 +2,7 @@
 PYTHON ?= .venv/bin/python
 BIN := $(dir $(PYTHON))
 
-.PHONY: check test testhost testhost-stop
+.PHONY: check test tools testhost testhost-stop
 
 # Code health: lint, formatting, types, workflow lint. Any finding fails.
 check:
@@ -10,6 +10,10 @@ check:
 	$(BIN)ruff format --check .
 	$(BIN)mypy
 	$(BIN)actionlint .github/workflows/*.yml
+
+# The real programs the tests run (Kubernetes, etcd, Pulumi), built from Go modules into .tools/bin.
+tools:
+	bash tools/build.sh
 
 test:
 	$(PYTHON) -m pytest
