@@ -2,7 +2,7 @@
 PYTHON ?= .venv/bin/python
 BIN := $(dir $(PYTHON))
 
-.PHONY: check test testhost testhost-stop
+.PHONY: check test testhost testhost-stop tools
 
 # Code health: lint, formatting, types, workflow lint. Any finding fails.
 check:
@@ -20,3 +20,8 @@ testhost:
 
 testhost-stop:
 	$(PYTHON) -m tests.testhost stop
+
+# Builds the real programs the tests run (Kubernetes, the Pulumi CLI, its providers) from
+# their Go modules into .tools/; seconds when nothing changed. See README "Building the real tools".
+tools:
+	bash tools/build.sh
