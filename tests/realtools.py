@@ -6,6 +6,7 @@ The same settings as tools/pulumi-env.sh: plugins come only from the plugin cach
 
 import os
 import re
+import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -63,6 +64,9 @@ def pulumi_env(state_dir: Path, pulumi_home: Path = PULUMI_HOME) -> dict[str, st
         # .tools/bin holds the built providers too: the plugin cache's exact version or
         # nothing. The bundled Python launchers are still found next to `pulumi`.
         PULUMI_IGNORE_AMBIENT_PLUGINS="true",
+        # The Python of dynamic providers (pulumi-resource-pulumi-python): this venv's. A
+        # language host would pass the project's virtualenv option, but none is built.
+        PULUMI_PYTHON_CMD=sys.executable,
         PULUMI_BACKEND_URL=f"file://{state_dir}",
         PULUMI_CONFIG_PASSPHRASE=TEST_PASSPHRASE,
     )

@@ -11,6 +11,10 @@ export PULUMI_DISABLE_REGISTRY_RESOLVE=true
 # No plugin from $PATH (.tools/bin holds the built providers too): the cache's exact
 # version or nothing. The bundled Python launchers are still found next to `pulumi`.
 export PULUMI_IGNORE_AMBIENT_PLUGINS=true
+# The Python of dynamic providers (pulumi-resource-pulumi-python runs `$PULUMI_PYTHON_CMD -m
+# pulumi.dynamic`): the repo's venv. A language host would pass the project's virtualenv
+# option instead, but none is built (README "Building the real tools").
+export PULUMI_PYTHON_CMD="$_pulumi_root/.venv/bin/python"
 # State in a local directory, never the Pulumi Cloud; secrets then need
 # PULUMI_CONFIG_PASSPHRASE (or _FILE), which is yours to set.
 export PULUMI_BACKEND_URL="${PULUMI_BACKEND_URL:-file://$_pulumi_root/.tools/pulumi-state}"
