@@ -79,6 +79,7 @@ install_plugin() {
   local name=$1 version=$2 file=$bin_dir/pulumi-resource-$1
   local installed=$pulumi_home/plugins/resource-$name-v$version/pulumi-resource-$name
   cmp -s "$file" "$installed" && return
+  [ -x "$bin_dir/pulumi" ] || { echo "tools/build.sh: installing a plugin takes the CLI: build family pulumi first" >&2; exit 2; }
   PULUMI_HOME=$pulumi_home PULUMI_SKIP_UPDATE_CHECK=true \
     "$bin_dir/pulumi" plugin install resource "$name" "$version" --file "$file" --reinstall
 }
