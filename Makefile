@@ -24,3 +24,4 @@ testhost:
 
 testhost-stop:
 	$(PYTHON) -m tests.testhost stop
+

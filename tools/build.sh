@@ -11,6 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 tools_dir=$PWD/tools
 bin_dir=$PWD/.tools/bin
+pulumi_home=$PWD/.tools/pulumi-home
 mkdir -p "$bin_dir"
 
 # Release builds: no cgo (static binaries that also run inside the Debian test guests),
@@ -56,8 +57,60 @@ build_etcd() {
   build etcd etcd go.etcd.io/etcd/server/v3 -ldflags "-s -w"
 }
 
+# The Pulumi CLI, with the flags of its release build (pulumi/pulumi .goreleaser.yml):
+# without the version the CLI calls itself v0.0.0 and the Automation API refuses it.
+build_pulumi() {
+  local version
+  version=$(version_of pulumi github.com/pulumi/pulumi/pkg/v3)
+  build pulumi pulumi github.com/pulumi/pulumi/pkg/v3/cmd/pulumi -tags osusergo,grpcnotrace \
+    -ldflags "-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$version"
+  # The Python launchers the CLI looks for next to itself (even with
+  # PULUMI_IGNORE_AMBIENT_PLUGINS): the dynamic providers' pulumi-resource-pulumi-python and
+  # the language host's pulumi-language-python-exec. They are scripts in the sdk module's
+  # zip, which drops their executable bit.
+  local sdk
+  sdk=$(cd "$tools_dir/pulumi" && go list -m -f '{{.Dir}}' github.com/pulumi/pulumi/sdk/v3)
+  install -m 0755 "$sdk/python/dist/pulumi-resource-pulumi-python" "$sdk/python/cmd/pulumi-language-python-exec" "$bin_dir/"
+}
+
+# pin_of PACKAGE: the exact version constraints.txt pins a Python package to; a provider
+# plugin is built at its Python SDK's version, so the two always agree.
+pin_of() { sed -n "s/^$1==//p" constraints.txt; }
+
+# install_plugin NAME VERSION: puts the built pulumi-resource-NAME into the CLI's plugin
+# cache (.tools/pulumi-home), the one place the tests' CLI takes plugins from (see
+# tools/pulumi-env.sh); skipped when that version is already there byte for byte.
+install_plugin() {
+  local name=$1 version=$2 file=$bin_dir/pulumi-resource-$1
+  local installed=$pulumi_home/plugins/resource-$name-v$version/pulumi-resource-$name
+  cmp -s "$file" "$installed" && return
+  [ -x "$bin_dir/pulumi" ] || { echo "tools/build.sh: installing a plugin takes the CLI: build family pulumi first" >&2; exit 2; }
+  PULUMI_HOME=$pulumi_home PULUMI_SKIP_UPDATE_CHECK=true \
+    "$bin_dir/pulumi" plugin install resource "$name" "$version" --file "$file" --reinstall
+}
+
+# The kubernetes provider at the version of the pulumi-kubernetes Python SDK. Its release
+# main embeds generated files (see tools/pulumi-kubernetes/main.go): they are generated
+# here by the provider's own generate.go, from its module, and only when it changed.
+build_pulumi_kubernetes() {
+  local version dir gen
+  version=$(pin_of pulumi-kubernetes)
+  dir=$(cd "$tools_dir/pulumi-kubernetes" && go list -m -f '{{.Dir}}' github.com/pulumi/pulumi-kubernetes/provider/v4)
+  gen=$tools_dir/pulumi-kubernetes/gen
+  if [ "$(cat "$gen/source" 2>/dev/null)" != "$dir $version" ]; then
+    rm -rf "$gen" && mkdir -p "$gen"
+    ln -s "$dir/cmd/pulumi-resource-kubernetes/schema.json" "$dir/cmd/pulumi-resource-kubernetes/terraform-mapping.json" "$gen/"
+    (cd "$gen" && VERSION=$version go run "$dir/cmd/pulumi-resource-kubernetes/generate.go")
+    echo "$dir $version" >"$gen/source"
+  fi
+  build pulumi-resource-kubernetes pulumi-kubernetes . \
+    -ldflags "-s -w -X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version=$version"
+  install_plugin kubernetes "$version"
+}
+
 families=("$@")
-[ ${#families[@]} -gt 0 ] || families=(kubernetes etcd)
+# pulumi before its providers: installing a plugin takes the CLI.
+[ ${#families[@]} -gt 0 ] || families=(kubernetes etcd pulumi pulumi_kubernetes)
 for family in "${families[@]}"; do
   declare -F "build_$family" >/dev/null || { echo "tools/build.sh: unknown program family $family" >&2; exit 2; }
   "build_$family"

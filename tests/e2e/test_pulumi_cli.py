@@ -1,0 +1,212 @@
+"""End-to-end: the real Pulumi CLI and kubernetes provider of `make tools`, offline.
+
+A tiny project in a temporary directory with a local file backend goes through stack init,
+a secret config value, preview with diff, up, outputs, export and destroy. Its resources
+are the real kubernetes provider in render mode (`renderYamlToDirectory`: manifests are
+written to a directory, no cluster is needed) and a ConfigMap holding the secret.
+
+The Python language host (`pulumi-language-python`) cannot be built here (the module proxy
+serves no version of it: README "Building the real tools"), so preview and up run the
+program through the Automation API's inline program, which the CLI drives like any other
+(`pulumi preview --client=...`); every other step is the CLI's own command line.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pulumi.dynamic
+import pulumi_kubernetes as k8s
+import pytest
+from pulumi import automation as auto
+
+from tests import realtools
+
+SECRET = "e2e-plaintext-5f1c"
+
+
+def pulumi_cli(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        [str(realtools.TOOLS_BIN / "pulumi"), "--non-interactive", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, f"pulumi {' '.join(args)}: {result.stdout}\n{result.stderr}"
+    return result
+
+
+@pytest.fixture
+def offline_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """The CLI's environment; also this process's, which the Automation API passes on."""
+    realtools.require("pulumi")
+    env = realtools.pulumi_env(tmp_path / "state")
+    (tmp_path / "state").mkdir()
+    for key in [key for key in os.environ if key.startswith("PULUMI_")]:
+        monkeypatch.delenv(key)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return env
+
+
+def write_project(directory: Path) -> None:
+    directory.mkdir()
+    # The runtime a `pulumi up` of this directory would use: this venv (the inline program
+    # below runs in this very interpreter).
+    (directory / "Pulumi.yaml").write_text(
+        f"name: e2e\nruntime:\n  name: python\n  options:\n    toolchain: pip\n    virtualenv: {sys.prefix}\n"
+    )
+
+
+def program(render_dir: Path) -> auto.PulumiFn:
+    def run() -> None:
+        token = pulumi.Config().require_secret("token")
+        provider = k8s.Provider("render", render_yaml_to_directory=str(render_dir))
+        config_map = k8s.core.v1.ConfigMap(
+            "greeting",
+            metadata={"name": "greeting"},
+            data={"greeting": "hi", "token": token},
+            opts=pulumi.ResourceOptions(provider=provider),
+        )
+        # The whole data map is secret (it holds the token); the name is not.
+        pulumi.export("name", config_map.metadata["name"])
+        pulumi.export("token", token)
+
+    return run
+
+
+def inline_stack(project: Path, render_dir: Path) -> auto.Stack:
+    return auto.select_stack(
+        "dev",
+        project_name="e2e",
+        program=program(render_dir),
+        opts=auto.LocalWorkspaceOptions(
+            work_dir=str(project),
+            pulumi_command=auto.PulumiCommand(root=str(realtools.TOOLS_BIN.parent)),
+        ),
+    )
+
+
+def rendered(render_dir: Path) -> Iterator[Path]:
+    return render_dir.rglob("*.yaml") if render_dir.exists() else iter(())
+
+
+def test_cli_is_the_built_release(offline_env: dict[str, str], tmp_path: Path) -> None:
+    assert pulumi_cli(offline_env, tmp_path, "version").stdout.strip() == realtools.cli_version()
+
+
+def test_plugins_in_the_cache_at_the_sdks_versions(offline_env: dict[str, str], tmp_path: Path) -> None:
+    kubernetes = realtools.pins()["pulumi-kubernetes"]
+    realtools.require_plugin("kubernetes", kubernetes)
+    # The Python SDK in use asks for exactly the plugin that is there.
+    assert version("pulumi_kubernetes") == kubernetes
+    plugins = json.loads(pulumi_cli(offline_env, tmp_path, "plugin", "ls", "--json").stdout)
+    assert {(p["kind"], p["name"], p["version"]) for p in plugins} >= {("resource", "kubernetes", kubernetes)}
+
+
+def test_project_lifecycle_offline(offline_env: dict[str, str], tmp_path: Path) -> None:
+    realtools.require_plugin("kubernetes", realtools.pins()["pulumi-kubernetes"])
+    project, render_dir = tmp_path / "project", tmp_path / "rendered"
+    write_project(project)
+    pulumi_cli(offline_env, project, "stack", "init", "dev")
+    pulumi_cli(offline_env, project, "config", "set", "--secret", "token", SECRET)
+    assert SECRET not in (project / "Pulumi.dev.yaml").read_text()
+    stack = inline_stack(project, render_dir)
+
+    preview = stack.preview(diff=True)
+    assert preview.change_summary == {"create": 3}  # the stack, the provider, the ConfigMap
+    assert "kubernetes:core/v1:ConfigMap" in preview.stdout
+    assert not list(rendered(render_dir)), "a preview wrote manifests"
+
+    up = stack.up()
+    assert up.summary.result == "succeeded"
+    manifests = list(rendered(render_dir))
+    assert len(manifests) == 1 and "kind: ConfigMap" in manifests[0].read_text()
+
+    outputs = json.loads(pulumi_cli(offline_env, project, "stack", "output", "--json").stdout)
+    assert outputs == {"name": "greeting", "token": "[secret]"}
+    shown = json.loads(pulumi_cli(offline_env, project, "stack", "output", "--json", "--show-secrets").stdout)
+    assert shown["token"] == SECRET
+
+    state = pulumi_cli(offline_env, project, "stack", "export").stdout
+    assert SECRET not in state
+    assert "ciphertext" in state
+    types = {resource["type"] for resource in json.loads(state)["deployment"]["resources"]}
+    assert "kubernetes:core/v1:ConfigMap" in types
+
+    # Destroy needs no program: the CLI alone, and the provider removes what it rendered.
+    pulumi_cli(offline_env, project, "destroy", "--yes")
+    assert not list(rendered(render_dir))
+    after = json.loads(pulumi_cli(offline_env, project, "stack", "export").stdout)
+    assert not after["deployment"].get("resources")
+
+
+class Echo(pulumi.dynamic.ResourceProvider):
+    def create(self, props: dict[str, Any]) -> pulumi.dynamic.CreateResult:
+        return pulumi.dynamic.CreateResult(id_="echo", outs={"said": props["say"] + "!"})
+
+
+class EchoResource(pulumi.dynamic.Resource):
+    said: pulumi.Output[str]
+
+    def __init__(self, name: str, say: str) -> None:
+        super().__init__(Echo(), name, {"say": say, "said": None})
+
+
+def test_dynamic_provider_runs_from_the_bundled_launcher(
+    offline_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The program's node lifecycle is a dynamic provider: its launcher is found next to the
+    CLI although ambient plugins are ignored, and runs this venv's Python."""
+    realtools.require("pulumi", "pulumi-resource-pulumi-python")
+    # The provider process unpickles Echo by reference to this module (the real program's
+    # providers import from the project directory, its working directory).
+    monkeypatch.setenv("PYTHONPATH", str(realtools.REPO))
+    project = tmp_path / "project"
+    write_project(project)
+
+    def run() -> None:
+        pulumi.export("said", EchoResource("echo", "hi").said)
+
+    stack = auto.create_stack(
+        "dev",
+        project_name="e2e",
+        program=run,
+        opts=auto.LocalWorkspaceOptions(
+            work_dir=str(project), pulumi_command=auto.PulumiCommand(root=str(realtools.TOOLS_BIN.parent))
+        ),
+    )
+    assert stack.up().outputs["said"].value == "hi!"
+    stack.destroy()
+
+
+def test_missing_plugin_is_an_error_not_a_download(
+    offline_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With an empty plugin cache the built provider is on $PATH, yet not taken, nor fetched."""
+    realtools.require("pulumi-resource-kubernetes")
+    empty_home = tmp_path / "empty-home"
+    empty_home.mkdir()
+    monkeypatch.setenv("PULUMI_HOME", str(empty_home))
+    project = tmp_path / "project"
+    write_project(project)
+    pulumi_cli({**offline_env, "PULUMI_HOME": str(empty_home)}, project, "stack", "init", "dev")
+    pulumi_cli({**offline_env, "PULUMI_HOME": str(empty_home)}, project, "config", "set", "--secret", "token", "x")
+    stack = inline_stack(project, tmp_path / "rendered")
+
+    with pytest.raises(auto.CommandError) as failure:
+        stack.preview()
+    message = str(failure.value)
+    assert "no resource plugin 'pulumi-resource-kubernetes' found in the workspace at version v4.25.0" in message, (
+        message
+    )
+    assert not (empty_home / "plugins").exists() or not any((empty_home / "plugins").glob("resource-kubernetes*"))
