@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -200,6 +201,72 @@ def kubelet_config(kubelet: KubeletPlan, cluster: ClusterPlan | None) -> HostFil
     return HostFile(layout.kubelet_config, HEADER + _shared_yaml(document))
 
 
+# What the kubelet checks its cgroupRoot's cgroup for (those of them the root cgroup has):
+# k8s.io/kubernetes pkg/kubelet/cm getSupportedUnifiedControllers.
+KUBELET_CGROUP_CONTROLLERS = ("cpu", "cpuset", "hugetlb", "memory", "pids")
+# The cgroup v2 controllers systemd turns on and off itself: never touched behind its back.
+SYSTEMD_CGROUP_CONTROLLERS = ("cpu", "cpuset", "io", "memory", "pids")
+CGROUP_FS = "/sys/fs/cgroup"
+# The root cgroup's cgroup.subtree_control before the first kubelet started (this boot).
+ROOT_CONTROLLERS_RECORD = "/run/numa-kubelets/root-cgroup-controllers"
+
+
+def cgroup_controllers_shell(slice_name: str, cgroup_fs: str = CGROUP_FS, record: str = ROOT_CONTROLLERS_RECORD) -> str:
+    """Offers the slice every controller the kubelet checks its cgroupRoot for.
+
+    The real kubelet refuses to start when its cgroupRoot's cgroup lacks one the root cgroup
+    has (`cgroup ["numa0"] has some missing controllers: hugetlb`, measured with 1.37.2).
+    systemd turns on only the controllers it manages (SYSTEMD_CGROUP_CONTROLLERS), never
+    hugetlb; a kubelet with cgroupRoot / never notices, as the root cgroup itself has them all.
+    A top-level slice's cgroup.controllers is the root's cgroup.subtree_control. Runs at every
+    start (the root's controllers reset on reboot); what the root had before is recorded once.
+    """
+    root = f"{cgroup_fs}/cgroup.subtree_control"
+    available = f"{cgroup_fs}/cgroup.controllers"
+    offered = f"{cgroup_fs}/{slice_name}/cgroup.controllers"
+    controllers = " ".join(KUBELET_CGROUP_CONTROLLERS)
+    return (
+        f"if [ ! -e {record} ]; then\n"
+        f"  mkdir -p {posixpath.dirname(record)}\n"
+        f"  cat {root} > {record}.tmp && mv -f {record}.tmp {record}\n"
+        "fi\n"
+        "enable=\n"
+        f"for controller in {controllers}; do\n"
+        f'  if grep -qw "$controller" {available} && ! grep -qw "$controller" {root}; then\n'
+        '    enable="$enable +$controller"\n'
+        "  fi\n"
+        "done\n"
+        # One write: the kernel takes a space-separated list.
+        f'if [ -n "$enable" ]; then echo "${{enable# }}" > {root}; fi\n'
+        f"for controller in {controllers}; do\n"
+        f'  if grep -qw "$controller" {available} && ! grep -qw "$controller" {offered}; then\n'
+        f'    echo "numa-kubelets: {slice_name} lacks the $controller cgroup controller, which the kubelet '
+        'requires of its cgroupRoot" >&2\n'
+        "    exit 1\n"
+        "  fi\n"
+        "done\n"
+    )
+
+
+def release_cgroup_controllers_shell(cgroup_fs: str = CGROUP_FS, record: str = ROOT_CONTROLLERS_RECORD) -> str:
+    """For the last slice's remove script: turns off in the root cgroup what was off before the
+    kubelets (hugetlb; and rdma, misc, which runc turns on along every container's path), except
+    the controllers systemd manages."""
+    systemd = "|".join(SYSTEMD_CGROUP_CONTROLLERS)
+    root = f"{cgroup_fs}/cgroup.subtree_control"
+    return (
+        f"if [ -e {record} ]; then\n"
+        f'  before=" $(cat {record}) "\n'
+        f"  for controller in $(cat {root}); do\n"
+        '    case "$before" in (*" $controller "*) continue;; esac\n'
+        f'    case "$controller" in ({systemd}) continue;; esac\n'
+        f'    echo "-$controller" > {root} 2>/dev/null || true\n'
+        "  done\n"
+        f"  rm -f {record}\n"
+        "fi\n"
+    )
+
+
 def static_memory_extra(kubelet: KubeletPlan) -> int | None:
     """With the Static memory manager, the share of reservedMemory beyond systemReserved; else None."""
     settings = kubelet.settings
@@ -214,7 +281,8 @@ def prepare_script(kubelet: KubeletPlan) -> HostFile:
        (reservations.py: systemReserved.memory, and reservedMemory with the Static memory manager).
     2. Removes a resource manager's state file written for another policy or reservation (the
        kubelet would refuse to start), e.g. after hugepages changed across a reboot.
-    3. Makes the shared device-plugins directory a private mount point on the host, so that
+    3. Offers the slice every cgroup controller the kubelet requires of its cgroupRoot (hugetlb).
+    4. Makes the shared device-plugins directory a private mount point on the host, so that
        the bind each kubelet puts over it in its own mount namespace stays in that namespace.
     """
     layout = kubelet.layout
@@ -233,6 +301,7 @@ def prepare_script(kubelet: KubeletPlan) -> HostFile:
         + f"mv -f {dropin_dir}/.50-system-reserved.conf.tmp {dropin_dir}/50-system-reserved.conf\n"
         + reservations.state_functions_shell(layout.root_dir)
         + reservations.reconcile_managers_shell(layout.root_dir, kubelet.settings.cpu_manager_identity)
+        + cgroup_controllers_shell(layout.slice)
         + f"mkdir -p {SHARED_DEVICE_PLUGINS_DIR}\n"
         # Kubelets of the other NUMA nodes may be starting at the same moment.
         + "exec 9>/run/numa-kubelets/device-plugins.lock\n"

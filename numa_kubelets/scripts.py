@@ -26,6 +26,7 @@ from .render import (
     host_service_dropins,
     kubelet_files,
     netns_files,
+    release_cgroup_controllers_shell,
     slice_unit,
     static_memory_extra,
 )
@@ -283,6 +284,10 @@ def slice_scripts(host: HostPlan, kubelet: KubeletPlan) -> HostScripts:
         # Stops whatever still runs in the slice, pods included.
         f"systemctl stop {q(layout.slice)} 2>/dev/null || true\n",
         f"rm -f {q(layout.slice_path)}\n",
+        # The last slice gone, no cgroup below the root uses what the kubelets needed turned on.
+        "if ! ls /etc/systemd/system/numa[0-9]*.slice >/dev/null 2>&1; then\n"
+        + release_cgroup_controllers_shell()
+        + "fi\n",
         f"forget {q(marker)}\n",
         "systemctl daemon-reload\n",
     ]

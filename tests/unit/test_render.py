@@ -16,6 +16,7 @@ from numa_kubelets.plan import Plan
 from numa_kubelets.render import (
     HostFile,
     bootstrap_kubeconfig,
+    cgroup_controllers_shell,
     containerd_config,
     containerd_unit,
     host_service_dropins,
@@ -24,8 +25,10 @@ from numa_kubelets.render import (
     kubelet_unit,
     namespace_script,
     prepare_script,
+    release_cgroup_controllers_shell,
     slice_unit,
 )
+from numa_kubelets.scripts import slice_scripts
 from tests.unit.builders import (
     BOOTSTRAP_TOKEN,
     CA_CERT,
@@ -240,6 +243,53 @@ def test_kubelet_prepares_its_reservation_and_the_host_mount_point_before_starti
     assert "own_kib=$(node_kib 0)\n" in script.content
     assert f'cpu: "{kubelet.reserved_cpus}"' in script.content
     assert "mount --make-private /var/lib/kubelet/device-plugins\n" in script.content
+
+
+def fake_cgroup_fs(root: Path, subtree_control: str, slice_controllers: str) -> Path:
+    """A cgroup2 root as the test host shows it (systemd 252): hugetlb available, never enabled."""
+    (root / "numa0.slice").mkdir(parents=True)
+    (root / "cgroup.controllers").write_text("cpuset cpu io memory hugetlb pids rdma misc\n")
+    (root / "cgroup.subtree_control").write_text(subtree_control + "\n")
+    (root / "numa0.slice" / "cgroup.controllers").write_text(slice_controllers + "\n")
+    return root
+
+
+def test_kubelet_start_offers_its_slice_every_cgroup_controller_the_kubelet_requires(origin, tmp_path):
+    """Found by the real kubelet 1.37.2 on the test host: `invalid configuration: cgroup ["numa0"]
+    has some missing controllers: hugetlb` (systemd turns on cpu, cpuset, io, memory and pids only)."""
+    kubelet = origin.kubelets[0]
+    assert cgroup_controllers_shell("numa0.slice") in prepare_script(kubelet).content
+    record = tmp_path / "run" / "root-cgroup-controllers"
+    # The kernel lists hugetlb in the slice's cgroup.controllers once the root's subtree_control has it.
+    fs = fake_cgroup_fs(tmp_path / "cgroup", "cpuset cpu io memory pids", "cpuset cpu io memory hugetlb pids")
+    script = cgroup_controllers_shell("numa0.slice", str(fs), str(record))
+    subprocess.run(["sh", "-eu", "-c", script], check=True)
+    assert (fs / "cgroup.subtree_control").read_text() == "+hugetlb\n"  # only what was missing
+    assert record.read_text() == "cpuset cpu io memory pids\n"  # as it was before
+    # A slice still without it fails before the kubelet starts, naming the controller.
+    (fs / "cgroup.subtree_control").write_text("cpuset cpu io memory pids\n")
+    (fs / "numa0.slice" / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
+    failed = subprocess.run(["sh", "-eu", "-c", script], capture_output=True, text=True)
+    assert failed.returncode == 1
+    assert "numa0.slice lacks the hugetlb cgroup controller" in failed.stderr
+    assert record.read_text() == "cpuset cpu io memory pids\n"  # recorded once per boot
+    host = origin.hosts[0]
+    assert release_cgroup_controllers_shell() in slice_scripts(host, kubelet).delete
+
+
+def test_removing_the_last_slice_turns_off_what_the_kubelets_turned_on_but_not_systemds(tmp_path):
+    record = tmp_path / "root-cgroup-controllers"
+    record.write_text("cpuset cpu io memory pids\n")
+    writes = tmp_path / "writes"
+    # What the root has after the kubelets and runc ran (runc turns on rdma and misc too); systemd
+    # has turned cpuset off meanwhile. Each write is kept to see them all.
+    fs = fake_cgroup_fs(tmp_path / "cgroup", "cpu io memory hugetlb pids rdma misc", "")
+    script = release_cgroup_controllers_shell(str(fs), str(record)).replace(
+        f"> {fs}/cgroup.subtree_control 2>", f">> {writes} 2>"
+    )
+    subprocess.run(["sh", "-eu", "-c", script], check=True)
+    assert writes.read_text().split() == ["-hugetlb", "-rdma", "-misc"]
+    assert not record.exists()
 
 
 # ---------------------------------------------------------------- containerd

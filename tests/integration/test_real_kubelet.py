@@ -1,0 +1,348 @@
+"""The REAL kubelet (built by `make tools`) on the emulated 2-socket machine, standalone.
+
+No cluster: each kubelet@numa<N> runs the real kubelet binary, started by the program's own
+scripts in numa<N>.slice, with a static pod from a `staticPodPath` given through the
+kubelet's `kubeletConfig`. The binary is copied into the guest at test time to the stack's
+`kubeletPath` (/usr/local/bin/kubelet), so the image's stand-in at /usr/bin/kubelet keeps
+serving the other scenarios. Images stay registry-free: the busybox-based pause and workload
+images are imported into each containerd instance before the static pods are written, and the
+sandbox image is the stack's `containerd.sandboxImage`.
+
+Scenarios build on each other in file order on the session's origin machine: apply, the
+kubelet processes, healthz, the static pods (the program's probe and verdict, systemd-cgls,
+Cpus_allowed_list), destroy. The fixture leaves the host as it found it.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import yaml
+
+from numa_kubelets.config import load_config
+from numa_kubelets.placement import DemoPod, StackKubelets, judge_placement, parse_probe_output, probe_scripts
+from numa_kubelets.plan import build_plan
+from numa_kubelets.render import SYSTEMD_CGROUP_CONTROLLERS
+from tests.cri import PAUSE_IMAGE, WORKLOAD_IMAGE, CriTestClient, pod_cgroup_parent
+from tests.integration.conftest import TIMINGS, Stopwatch
+from tests.integration.engine import Engine
+from tests.integration.hostcheck import HostView
+from tests.integration.test_lifecycle import stack_for
+from tests.realcluster.controlplane import tool
+
+q = shlex.quote
+
+GUEST_KUBELET = "/usr/local/bin/kubelet"
+NAMESPACE = "numa-demo"
+POD_NAME = "numa-demo"  # the kubelet names a static pod <name>-<nodeName>: the demo pod's name
+COMMAND = ("/bin/sleep", "3600")
+CPUS = {0: "1-3", 1: "5-7"}
+NODE_NAMES = {0: "numa-a-numa0", 1: "numa-a-numa1"}
+HEALTHZ_PORTS = {0: 10248, 1: 10348}
+# TCG is slow: a kubelet needs tens of seconds to start, a pod as long again.
+KUBELET_START_TIMEOUT = 240.0
+POD_START_TIMEOUT = 300.0
+# Test-owned paths, removed by the fixture (the program's destroy does not know them).
+MANIFESTS_ROOT = "/etc/numa-kubelets-test"
+CNI_CONFLIST_PATH = "/etc/cni/net.d/10-numa-kubelets-test.conflist"
+CNI_NETWORK = "numa-kubelets-test"
+ROOT_SUBTREE_CONTROL = "/sys/fs/cgroup/cgroup.subtree_control"
+CNI_CONFLIST = {
+    "cniVersion": "0.4.0",
+    "name": CNI_NETWORK,
+    "plugins": [
+        {
+            "type": "bridge",
+            "bridge": "cnitest1",
+            "isGateway": True,
+            "ipMasq": False,
+            "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.89.0.0/24"}]]},
+        }
+    ],
+}
+
+
+def manifests_dir(numa: int) -> str:
+    return f"{MANIFESTS_ROOT}/numa{numa}"
+
+
+def socket_of(numa: int) -> str:
+    return f"/run/containerd-numa{numa}/containerd.sock"
+
+
+def static_pod_manifest() -> str:
+    """A BestEffort pod that needs nothing from a registry."""
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": POD_NAME, "namespace": NAMESPACE, "labels": {"app.kubernetes.io/name": POD_NAME}},
+        "spec": {
+            "containers": [
+                {
+                    "name": "demo",
+                    "image": WORKLOAD_IMAGE,
+                    "imagePullPolicy": "Never",
+                    "command": list(COMMAND),
+                }
+            ],
+            "terminationGracePeriodSeconds": 2,
+        },
+    }
+    return yaml.safe_dump(pod, sort_keys=False)
+
+
+def kubelet_journal(view: HostView, numa: int, lines: int = 60) -> str:
+    unit = f"kubelet@numa{numa}.service"
+    result = view.host.run(
+        f"systemctl status --no-pager {unit} | head -n 12; journalctl --no-pager -u {unit} -n {lines}", check=False
+    )
+    return f"--- {unit}\n{result.stdout}{result.stderr}"
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout: float, diagnose: Callable[[], str]) -> Any:
+    """Poll `check` until it returns something truthy; on timeout fail with `diagnose()`."""
+    deadline = time.monotonic() + timeout
+    last: object = None
+    while True:
+        try:
+            value = check()
+            if value:
+                return value
+        except Exception as error:  # not yet: the kubelet or containerd still starting
+            last = error
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout:.0f} s (last: {last!r})\n{diagnose()}")
+        time.sleep(2)
+
+
+def healthz(view: HostView, port: int) -> str:
+    script = (
+        "python3 -c 'import sys, urllib.request; "
+        'print(urllib.request.urlopen("http://127.0.0.1:" + sys.argv[1] + "/healthz", timeout=5).read().decode())'
+        f"' {port}"
+    )
+    result = view.host.run(script, check=False)
+    return result.stdout.strip() if result.rc == 0 else ""
+
+
+def static_pod_sandbox(cri: CriTestClient, numa: int) -> dict[str, Any] | None:
+    name = f"{POD_NAME}-{NODE_NAMES[numa]}"
+    for sandbox in cri.pods():
+        labels = sandbox.get("labels", {})
+        if labels.get("io.kubernetes.pod.name") == name and sandbox.get("state") == "SANDBOX_READY":
+            return sandbox
+    return None
+
+
+def running_static_pod(cri: CriTestClient, numa: int) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    sandbox = static_pod_sandbox(cri, numa)
+    if sandbox is None:
+        return None
+    running = [c for c in cri.containers(sandbox["id"]) if c["state"] == "CONTAINER_RUNNING"]
+    return (sandbox, running[0]) if running else None
+
+
+@pytest.fixture(scope="module")
+def real(numa_host):
+    host, view = numa_host, HostView(numa_host)
+    binary = tool("kubelet")
+    expected_version = subprocess.run([binary, "--version"], capture_output=True, text=True, check=True).stdout
+    with Stopwatch("real kubelet: copy the 145 MB binary into the guest over SSH"):
+        host.run(
+            f"mkdir -p {q(GUEST_KUBELET.rsplit('/', 1)[0])} && cat > {q(GUEST_KUBELET)}.tmp && "
+            f"chmod 0755 {q(GUEST_KUBELET)}.tmp && mv -f {q(GUEST_KUBELET)}.tmp {q(GUEST_KUBELET)}",
+            stdin=binary.read_bytes(),
+        )
+    assert view.sh(f"{q(GUEST_KUBELET)} --version") == expected_version.strip()
+
+    config = stack_for(host)
+    config["kubeletPath"] = GUEST_KUBELET
+    config["containerd"] = {"sandboxImage": PAUSE_IMAGE}
+    for entry in config["hosts"][0]["kubelets"]:
+        entry["kubeletConfig"] = {"staticPodPath": manifests_dir(entry["numaNode"])}
+    host.run(
+        f"mkdir -p {q(manifests_dir(0))} {q(manifests_dir(1))} /etc/cni/net.d && cat > {q(CNI_CONFLIST_PATH)}",
+        stdin=json.dumps(CNI_CONFLIST),
+    )
+    engine = Engine(lambda script, stdin: host.run(script, stdin=stdin, check=False))
+    state = {
+        "host": host,
+        "view": view,
+        "engine": engine,
+        "config": config,
+        "version": expected_version.strip(),
+        "root_controllers": view.sh(f"cat {ROOT_SUBTREE_CONTROL}"),
+    }
+    yield state
+    if engine.state:
+        engine.destroy()
+    view.sh(
+        f"rm -rf {q(MANIFESTS_ROOT)} {q(GUEST_KUBELET)} {q(CNI_CONFLIST_PATH)}; "
+        f"ip link delete cnitest1 2>/dev/null || true; rm -rf /var/lib/cni/networks/{CNI_NETWORK}"
+    )
+
+
+def test_apply_starts_the_real_kubelet_in_each_slice(real, stopwatch):
+    engine, view = real["engine"], real["view"]
+    with stopwatch("real kubelet: apply (8 remote commands)"):
+        engine.up(real["config"])
+    for numa in (0, 1):
+        unit = f"kubelet@numa{numa}.service"
+
+        def main_pid_is_the_kubelet(unit: str = unit) -> int:
+            pid = view.main_pid(unit)
+            exe = view.host.run(f"readlink /proc/{pid}/exe", check=False).stdout.strip()
+            return pid if view.active(unit) and exe == GUEST_KUBELET else 0
+
+        pid = wait_for(
+            f"{unit} running {GUEST_KUBELET}", main_pid_is_the_kubelet, 60, lambda n=numa: kubelet_journal(view, n)
+        )
+        assert view.cgroup_of(pid) == f"/numa{numa}.slice/{unit}"
+        # The kubelet checks its cgroupRoot for every controller it uses; systemd never offers hugetlb.
+        assert "hugetlb" in view.sh(f"cat /sys/fs/cgroup/numa{numa}.slice/cgroup.controllers").split()
+        assert view.process_status(pid) == {"Cpus_allowed_list": CPUS[numa], "Mems_allowed_list": str(numa)}
+        cmdline = view.sh(f"tr '\\0' ' ' < /proc/{pid}/cmdline")
+        assert cmdline.startswith(f"{GUEST_KUBELET} --config=/etc/numa-kubelets/numa{numa}/kubelet-config.yaml")
+
+
+def test_each_kubelet_answers_healthz_on_its_port(real, stopwatch):
+    view = real["view"]
+    for numa in (0, 1):
+        with stopwatch(f"real kubelet: kubelet@numa{numa} healthz ok after apply"):
+            wait_for(
+                f"kubelet@numa{numa} healthz on 127.0.0.1:{HEALTHZ_PORTS[numa]}",
+                lambda n=numa: healthz(view, HEALTHZ_PORTS[n]) == "ok",
+                KUBELET_START_TIMEOUT,
+                lambda n=numa: kubelet_journal(view, n),
+            )
+    # Still the same processes: neither kubelet exited and was restarted on the way.
+    for numa in (0, 1):
+        assert view.unit(f"kubelet@numa{numa}.service", "NRestarts")["NRestarts"] == "0", kubelet_journal(view, numa)
+
+
+def test_each_kubelet_runs_its_static_pod_from_the_imported_images(real, stopwatch):
+    host, view = real["host"], real["view"]
+    for numa in (0, 1):
+        cri = CriTestClient(host, socket_of(numa))
+        assert cri.import_images() == ["pause.tar", "workload.tar"]
+        # Written whole, then renamed: the kubelet watches the directory and ignores dot files.
+        path = f"{manifests_dir(numa)}/numa-demo.yaml"
+        host.run(
+            f"cat > {q(manifests_dir(numa))}/.numa-demo.yaml && mv {q(manifests_dir(numa))}/.numa-demo.yaml {q(path)}",
+            stdin=static_pod_manifest(),
+        )
+    real["pods"] = {}
+    for numa in (0, 1):
+        cri = CriTestClient(host, socket_of(numa))
+        with stopwatch(f"real kubelet: static pod running on kubelet@numa{numa}"):
+            sandbox, container = wait_for(
+                f"static pod {POD_NAME}-{NODE_NAMES[numa]} running through containerd@numa{numa}",
+                lambda c=cri, n=numa: running_static_pod(c, n),
+                POD_START_TIMEOUT,
+                lambda n=numa: kubelet_journal(view, n),
+            )
+        real["pods"][numa] = (sandbox, container)
+        assert sandbox["metadata"]["namespace"] == NAMESPACE
+        # The sandbox runs the configured image, which no registry could have provided.
+        info = json.loads(view.sh(f"ctr --address {socket_of(numa)} -n k8s.io containers info {sandbox['id']}"))
+        assert info["Image"] == PAUSE_IMAGE
+        assert cri.pod_status(sandbox["id"])["status"]["network"]["ip"].startswith("10.89.0.")
+
+
+def probe(real, numa: int, uid: str) -> tuple[str, Any]:
+    """The program's own probe script on the host, and the program's own verdict on its output."""
+    plan = build_plan(load_config(real["config"]))
+    kubelet = next(k for k in plan.kubelets if k.numa_node == numa)
+    demo = DemoPod(kubelet, NAMESPACE, WORKLOAD_IMAGE, COMMAND, "10m")
+    result = real["host"].run(probe_scripts(demo, plan.hosts[0], plan).apply, stdin=uid + "\n", check=False)
+    assert result.rc == 0, result.stderr
+    return result.stdout, judge_placement(demo, StackKubelets(plan), kubelet.node_name, result.stdout)
+
+
+def test_static_pods_containers_are_confined_to_their_slice(real):
+    view = real["view"]
+    for numa in (0, 1):
+        sandbox, container = real["pods"][numa]
+        uid = sandbox["metadata"]["uid"]
+        stdout, verdict = probe(real, numa, uid)
+        assert verdict.ok, verdict.failure_message()
+        readings, unparsable = parse_probe_output(stdout)
+        assert unparsable == [] and [r.container for r in readings] == [container["id"]]
+        [reading] = readings
+        assert view.process_status(reading.pid) == {"Cpus_allowed_list": CPUS[numa], "Mems_allowed_list": str(numa)}
+        expected_parent = pod_cgroup_parent(f"/numa{numa}", "besteffort", uid)
+        assert view.cgroup_of(reading.pid) == f"{expected_parent}/cri-containerd-{container['id']}.scope"
+        assert view.sh(f"tr '\\0' ' ' < /proc/{reading.pid}/cmdline").strip() == " ".join(COMMAND)
+
+
+def test_systemd_cgls_shows_the_real_kubelets_pod_under_its_kubepods_slice(real):
+    view = real["view"]
+    for numa in (0, 1):
+        sandbox, container = real["pods"][numa]
+        uid = sandbox["metadata"]["uid"]
+        tree = view.sh(f"systemd-cgls --no-pager -u numa{numa}.slice")
+        lines = [line.lstrip("│├└─ ") for line in tree.splitlines()]
+        order = [
+            f"numa{numa}-kubepods.slice",
+            f"numa{numa}-kubepods-besteffort.slice",
+            f"numa{numa}-kubepods-besteffort-pod{uid.replace('-', '_')}.slice",
+            f"cri-containerd-{container['id']}.scope",
+        ]
+        positions = [next(i for i, line in enumerate(lines) if line.startswith(name)) for name in order]
+        assert positions == sorted(positions), tree
+        assert any(line.endswith(" ".join(COMMAND)) for line in lines), tree
+        assert any(line.startswith(f"kubelet@numa{numa}.service") for line in lines), tree
+        assert any(GUEST_KUBELET in line for line in lines), tree
+
+
+def workload_pids(real) -> dict[int, int]:
+    return {
+        numa: parse_probe_output(probe(real, numa, real["pods"][numa][0]["metadata"]["uid"])[0])[0][0].pid
+        for numa in (0, 1)
+    }
+
+
+def test_static_pods_survive_a_kubelet_restart(real, stopwatch):
+    view, before = real["view"], workload_pids(real)
+    with stopwatch("real kubelet: restart both kubelets, healthz ok again"):
+        view.sh("systemctl restart kubelet@numa0.service kubelet@numa1.service")
+        for numa in (0, 1):
+            wait_for(
+                f"kubelet@numa{numa} healthz after a restart",
+                lambda n=numa: healthz(view, HEALTHZ_PORTS[n]) == "ok",
+                KUBELET_START_TIMEOUT,
+                lambda n=numa: kubelet_journal(view, n),
+            )
+    # The restarted kubelet adopts its running pod: same sandbox, same container process.
+    assert workload_pids(real) == before
+    for numa in (0, 1):
+        cri = CriTestClient(real["host"], socket_of(numa))
+        assert running_static_pod(cri, numa) is not None
+        assert static_pod_sandbox(cri, numa)["id"] == real["pods"][numa][0]["id"]
+
+
+def test_destroy_stops_the_kubelets_and_their_pods(real, stopwatch):
+    view, engine = real["view"], real["engine"]
+    pids = workload_pids(real)
+    with stopwatch("real kubelet: destroy with static pods running"):
+        engine.destroy()
+    for pid in pids.values():
+        assert not view.exists(f"/proc/{pid}"), pid
+    assert view.sh("pgrep -x kubelet || true") == ""
+    assert view.sh("pgrep -f '[c]ontainerd-shim' || true") == ""
+    assert view.sh("systemctl list-units --all --plain --no-legend 'cri-containerd-*' 'numa*' 'kubelet@*'") == ""
+    for numa in (0, 1):
+        assert not view.exists(f"/sys/fs/cgroup/numa{numa}.slice")
+        assert not view.exists(f"/var/lib/kubelet-numa{numa}")
+    # What the kubelets (hugetlb) and runc (rdma, misc) turned on in the root cgroup is off again;
+    # the controllers systemd manages are its own business.
+    after = set(view.sh(f"cat {ROOT_SUBTREE_CONTROL}").split()) - set(SYSTEMD_CGROUP_CONTROLLERS)
+    assert after == set(real["root_controllers"].split()) - set(SYSTEMD_CGROUP_CONTROLLERS)
+    assert not view.exists("/run/numa-kubelets")
+    TIMINGS.append(("real kubelet: version in the guest: " + real["version"], 0.0))
