@@ -31,6 +31,15 @@ build() {
 # link NAME TARGET: a program of a multi-call binary, started under its own name.
 link() { ln -sfn "$2" "$bin_dir/$1"; }
 
+# module_dir MODULE_DIR MODULE: where the module cache holds a dependency's source, downloaded
+# first (`go list -m` alone prints nothing for a module not yet in the cache: a fresh machine).
+module_dir() {
+  local dir
+  dir=$(cd "$tools_dir/$1" && go mod download "$2" && go list -m -f '{{.Dir}}' "$2")
+  [ -n "$dir" ] || { echo "tools/build.sh: $2 is not in the module cache after go mod download" >&2; exit 2; }
+  echo "$dir"
+}
+
 # version_of MODULE_DIR MODULE: the version a wrapper module's go.mod requires.
 version_of() { (cd "$tools_dir/$1" && go list -m -f '{{.Version}}' "$2"); }
 
@@ -69,7 +78,7 @@ build_pulumi() {
   # the language host's pulumi-language-python-exec. They are scripts in the sdk module's
   # zip, which drops their executable bit.
   local sdk
-  sdk=$(cd "$tools_dir/pulumi" && go list -m -f '{{.Dir}}' github.com/pulumi/pulumi/sdk/v3)
+  sdk=$(module_dir pulumi github.com/pulumi/pulumi/sdk/v3)
   install -m 0755 "$sdk/python/dist/pulumi-resource-pulumi-python" "$sdk/python/cmd/pulumi-language-python-exec" "$bin_dir/"
 }
 
@@ -95,7 +104,7 @@ install_plugin() {
 build_pulumi_kubernetes() {
   local version dir gen
   version=$(pin_of pulumi-kubernetes)
-  dir=$(cd "$tools_dir/pulumi-kubernetes" && go list -m -f '{{.Dir}}' github.com/pulumi/pulumi-kubernetes/provider/v4)
+  dir=$(module_dir pulumi-kubernetes github.com/pulumi/pulumi-kubernetes/provider/v4)
   gen=$tools_dir/pulumi-kubernetes/gen
   if [ "$(cat "$gen/source" 2>/dev/null)" != "$dir $version" ]; then
     rm -rf "$gen" && mkdir -p "$gen"
