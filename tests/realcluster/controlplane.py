@@ -291,22 +291,32 @@ class ControlPlane:
         context.load_cert_chain(self.pki_dir / "admin.crt", self.pki_dir / "admin.key")
         self._wait(apiserver, f"{self.server}/readyz", context)
 
-    def _controller_kubeconfig(self, name: str, user: str) -> Path:
-        return self.client_kubeconfig(name, user)
-
-    def _start_controller_manager(self) -> None:
-        config = self._controller_kubeconfig("kube-controller-manager", "system:kube-controller-manager")
+    def _start_controller(self, name: str, user: str, flags: list[str]) -> None:
+        """kube-controller-manager or kube-scheduler: its own client certificate (as `user`, whose
+        rights the API server's bootstrap RBAC policy grants), serving on a loopback port."""
+        config = self.client_kubeconfig(name, user)
         port = free_port()
-        manager = self._component(
-            "kube-controller-manager",
+        controller = self._component(
+            name,
             [
-                str(tool("kube-controller-manager")),
+                str(tool(name)),
                 f"--kubeconfig={config}",
                 f"--authentication-kubeconfig={config}",
                 f"--authorization-kubeconfig={config}",
                 "--bind-address=127.0.0.1",
                 f"--secure-port={port}",
                 "--leader-elect=false",
+                "--v=1",
+                *flags,
+            ],
+        )
+        self._wait(controller, f"https://127.0.0.1:{port}/healthz", _unverified())
+
+    def _start_controller_manager(self) -> None:
+        self._start_controller(
+            "kube-controller-manager",
+            "system:kube-controller-manager",
+            [
                 "--controllers=*,bootstrapsigner,tokencleaner",
                 f"--cluster-signing-cert-file={self.ca.pair.cert}",
                 f"--cluster-signing-key-file={self.ca.pair.key}",
@@ -317,28 +327,11 @@ class ControlPlane:
                 f"--cluster-cidr={POD_CIDR}",
                 f"--node-cidr-mask-size={NODE_CIDR_MASK}",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
-                "--v=1",
             ],
         )
-        self._wait(manager, f"https://127.0.0.1:{port}/healthz", _unverified())
 
     def _start_scheduler(self) -> None:
-        config = self._controller_kubeconfig("kube-scheduler", "system:kube-scheduler")
-        port = free_port()
-        scheduler = self._component(
-            "kube-scheduler",
-            [
-                str(tool("kube-scheduler")),
-                f"--kubeconfig={config}",
-                f"--authentication-kubeconfig={config}",
-                f"--authorization-kubeconfig={config}",
-                "--bind-address=127.0.0.1",
-                f"--secure-port={port}",
-                "--leader-elect=false",
-                "--v=1",
-            ],
-        )
-        self._wait(scheduler, f"https://127.0.0.1:{port}/healthz", _unverified())
+        self._start_controller("kube-scheduler", "system:kube-scheduler", [])
 
     def _grant_stack_rights(self) -> None:
         """The least-privilege stack credential: a ClusterRole and a kube-system Role, bound to it."""
