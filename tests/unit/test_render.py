@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from numa_kubelets import render as render_module
 from numa_kubelets.cpulist import CpuSet
 from numa_kubelets.plan import Plan
 from numa_kubelets.render import (
@@ -451,3 +452,16 @@ def test_systemd_analyze_check_catches_a_broken_unit(tmp_path, binaries, file, o
     broken.write_text(broken.read_text().replace(old, new))
     problems = verify_problems(unit_dir, units)
     assert any(complaint in line for line in problems), problems
+
+
+def test_the_fast_yaml_writer_writes_what_the_pure_python_one_writes(clustered):
+    """A different byte would change a rendered file, so every host's command would update."""
+    assert render_module._DUMPER is yaml.CSafeDumper  # PyYAML's wheels ship libyaml
+    documents = []
+    for kubelet in clustered.kubelets:
+        for token in (BOOTSTRAP_TOKEN, "123456.1234567890123456"):  # the second reads as a float: quoted
+            documents.append(yaml.safe_load(bootstrap_kubeconfig(kubelet, clustered.cluster, token).content))
+        documents.append(yaml.safe_load(kubelet_config(kubelet, clustered.cluster).content))
+    for document in documents:
+        assert render_module._yaml(document) == yaml.safe_dump(document, sort_keys=False, default_flow_style=False)
+    assert "'123456.1234567890123456'" in render_module._yaml(documents[1])
