@@ -75,6 +75,8 @@ class Engine:
         self.runner = runner
         self.state: dict[str, DeployedCommand] = {}
         self.log: list[tuple[str, str]] = []
+        # The program's last evaluation: the inputs of its other resources (e.g. NodeLifecycle).
+        self.last_run: ProgramRun | None = None
 
     def _run(self, command: DeployedCommand, phase: str) -> None:
         script = command.script(phase) or (command.script("create") if phase == "update" else None)
@@ -89,7 +91,8 @@ class Engine:
     def up(self, stack_config: dict[str, Any]) -> list[tuple[str, str]]:
         """Evaluate the program for this config and converge the host; returns what ran."""
         start = len(self.log)
-        desired = desired_commands(run_program(stack_config))
+        self.last_run = run_program(stack_config)
+        desired = desired_commands(self.last_run)
         for name in dependency_order(desired):
             new, old = desired[name], self.state.get(name)
             if old is None:

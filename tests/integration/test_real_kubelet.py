@@ -17,9 +17,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import subprocess
-import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -30,24 +27,28 @@ from numa_kubelets.placement import DemoPod, StackKubelets, judge_placement, par
 from numa_kubelets.plan import build_plan
 from numa_kubelets.render import SYSTEMD_CGROUP_CONTROLLERS
 from tests.cri import PAUSE_IMAGE, WORKLOAD_IMAGE, CriTestClient, pod_cgroup_parent
-from tests.integration.conftest import TIMINGS, Stopwatch
+from tests.integration.conftest import TIMINGS
 from tests.integration.engine import Engine
 from tests.integration.hostcheck import HostView
+from tests.integration.realkubelet import (
+    GUEST_KUBELET,
+    KUBELET_START_TIMEOUT,
+    POD_START_TIMEOUT,
+    install_real_kubelet,
+    kubelet_journal,
+    wait_for,
+    write_atomically,
+)
 from tests.integration.test_lifecycle import stack_for
-from tests.realcluster.controlplane import tool
 
 q = shlex.quote
 
-GUEST_KUBELET = "/usr/local/bin/kubelet"
 NAMESPACE = "numa-demo"
 POD_NAME = "numa-demo"  # the kubelet names a static pod <name>-<nodeName>: the demo pod's name
 COMMAND = ("/bin/sleep", "3600")
 CPUS = {0: "1-3", 1: "5-7"}
 NODE_NAMES = {0: "numa-a-numa0", 1: "numa-a-numa1"}
 HEALTHZ_PORTS = {0: 10248, 1: 10348}
-# TCG is slow: a kubelet needs tens of seconds to start, a pod as long again.
-KUBELET_START_TIMEOUT = 240.0
-POD_START_TIMEOUT = 300.0
 # Test-owned paths, removed by the fixture (the program's destroy does not know them).
 MANIFESTS_ROOT = "/etc/numa-kubelets-test"
 CNI_CONFLIST_PATH = "/etc/cni/net.d/10-numa-kubelets-test.conflist"
@@ -97,30 +98,6 @@ def static_pod_manifest() -> str:
     return yaml.safe_dump(pod, sort_keys=False)
 
 
-def kubelet_journal(view: HostView, numa: int, lines: int = 60) -> str:
-    unit = f"kubelet@numa{numa}.service"
-    result = view.host.run(
-        f"systemctl status --no-pager {unit} | head -n 12; journalctl --no-pager -u {unit} -n {lines}", check=False
-    )
-    return f"--- {unit}\n{result.stdout}{result.stderr}"
-
-
-def wait_for(what: str, check: Callable[[], Any], timeout: float, diagnose: Callable[[], str]) -> Any:
-    """Poll `check` until it returns something truthy; on timeout fail with `diagnose()`."""
-    deadline = time.monotonic() + timeout
-    last: object = None
-    while True:
-        try:
-            value = check()
-            if value:
-                return value
-        except Exception as error:  # not yet: the kubelet or containerd still starting
-            last = error
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout:.0f} s (last: {last!r})\n{diagnose()}")
-        time.sleep(2)
-
-
 def healthz(view: HostView, port: int) -> str:
     script = (
         "python3 -c 'import sys, urllib.request; "
@@ -151,15 +128,7 @@ def running_static_pod(cri: CriTestClient, numa: int) -> tuple[dict[str, Any], d
 @pytest.fixture(scope="module")
 def real(numa_host):
     host, view = numa_host, HostView(numa_host)
-    binary = tool("kubelet")
-    expected_version = subprocess.run([binary, "--version"], capture_output=True, text=True, check=True).stdout
-    with Stopwatch("real kubelet: copy the 145 MB binary into the guest over SSH"):
-        host.run(
-            f"mkdir -p {q(GUEST_KUBELET.rsplit('/', 1)[0])} && cat > {q(GUEST_KUBELET)}.tmp && "
-            f"chmod 0755 {q(GUEST_KUBELET)}.tmp && mv -f {q(GUEST_KUBELET)}.tmp {q(GUEST_KUBELET)}",
-            stdin=binary.read_bytes(),
-        )
-    assert view.sh(f"{q(GUEST_KUBELET)} --version") == expected_version.strip()
+    version = install_real_kubelet(view)
 
     config = stack_for(host)
     config["kubeletPath"] = GUEST_KUBELET
@@ -176,7 +145,7 @@ def real(numa_host):
         "view": view,
         "engine": engine,
         "config": config,
-        "version": expected_version.strip(),
+        "version": version,
         "root_controllers": view.sh(f"cat {ROOT_SUBTREE_CONTROL}"),
     }
     yield state
@@ -231,12 +200,7 @@ def test_each_kubelet_runs_its_static_pod_from_the_imported_images(real, stopwat
     for numa in (0, 1):
         cri = CriTestClient(host, socket_of(numa))
         assert cri.import_images() == ["pause.tar", "workload.tar"]
-        # Written whole, then renamed: the kubelet watches the directory and ignores dot files.
-        path = f"{manifests_dir(numa)}/numa-demo.yaml"
-        host.run(
-            f"cat > {q(manifests_dir(numa))}/.numa-demo.yaml && mv {q(manifests_dir(numa))}/.numa-demo.yaml {q(path)}",
-            stdin=static_pod_manifest(),
-        )
+        write_atomically(view, f"{manifests_dir(numa)}/numa-demo.yaml", static_pod_manifest())
     real["pods"] = {}
     for numa in (0, 1):
         cri = CriTestClient(host, socket_of(numa))

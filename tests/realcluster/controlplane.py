@@ -7,9 +7,11 @@ collection) and kube-scheduler, started in that order and each waited for, in th
 Kubernetes' envtest. A component that fails to start raises ControlPlaneError naming it, with
 the tail of its log.
 
-Everything listens on 127.0.0.1. The emulated test hosts reach this machine's loopback at
-10.0.2.2 (qemu user networking), so that is the address the API server advertises to the
-cluster (the `kubernetes` Service's endpoint) and one of its serving certificate's SANs.
+Everything listens on 127.0.0.1. The emulated test hosts cannot reach this machine (qemu's
+user network runs with restrict=on) but for one forwarding rule: their connections to
+10.0.2.100:6443 reach the API server (tests/testhost/qemu.py GUEST_API_ADDRESS), so that is the
+address the API server advertises to the cluster (the `kubernetes` Service's endpoint) and one
+of its serving certificate's SANs.
 """
 
 from __future__ import annotations
@@ -27,11 +29,10 @@ from pathlib import Path
 import yaml
 
 from tests.realcluster import pki
+from tests.testhost.qemu import GUEST_API_ADDRESS, GUEST_API_PORT
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 TOOLS_BIN = Path(os.environ.get("NUMA_KUBELETS_TOOLS_BIN", PROJECT_DIR / ".tools" / "bin"))
-# The address a qemu user-networking guest reaches this machine's loopback at.
-GUEST_GATEWAY = "10.0.2.2"
 SERVICE_CIDR = "10.96.0.0/16"
 KUBERNETES_SERVICE_IP = "10.96.0.1"
 POD_CIDR = "10.244.0.0/16"
@@ -166,8 +167,8 @@ class ControlPlane:
         self.ca = pki.CertificateAuthority(self.pki_dir)
         self.port = free_port()
         self.server = f"https://127.0.0.1:{self.port}"
-        # What a test host's kubelets are given as cluster.server: this machine seen from the guest.
-        self.guest_server = f"https://{GUEST_GATEWAY}:{self.port}"
+        # What a test host's kubelets are given as cluster.server: the API server seen from the guest.
+        self.guest_server = f"https://{GUEST_API_ADDRESS}:{GUEST_API_PORT}"
 
     # ------------------------------------------------------------ credentials
 
@@ -249,7 +250,7 @@ class ControlPlane:
             "kube-apiserver",
             server_names=(
                 "127.0.0.1",
-                GUEST_GATEWAY,
+                GUEST_API_ADDRESS,
                 KUBERNETES_SERVICE_IP,
                 "localhost",
                 "kubernetes",
@@ -268,7 +269,7 @@ class ControlPlane:
                 f"--etcd-servers={self.etcd_url}",
                 "--bind-address=127.0.0.1",
                 f"--secure-port={self.port}",
-                f"--advertise-address={GUEST_GATEWAY}",
+                f"--advertise-address={GUEST_API_ADDRESS}",
                 f"--tls-cert-file={serving.cert}",
                 f"--tls-private-key-file={serving.key}",
                 f"--client-ca-file={self.ca.pair.cert}",

@@ -14,6 +14,7 @@ from kubernetes import client as kube_client
 from numa_kubelets import cluster
 from tests.realcluster.clients import api_for, create_managed_token, eventually, token_api
 from tests.realcluster.controlplane import ControlPlane, tool
+from tests.testhost.qemu import GUEST_API_ADDRESS
 
 STACK = "realcluster"
 KUBELET_SIGNER = "kubernetes.io/kube-apiserver-client-kubelet"
@@ -42,8 +43,8 @@ def test_the_control_plane_serves_its_version_and_the_kubernetes_service(control
         30,
         "the kubernetes Service's endpoint",
     )
-    # The address a test host's pods reach this machine's loopback at.
-    assert endpoints[0].addresses == ["10.0.2.2"]
+    # The address a test host's pods reach the API server at (tests/testhost/qemu.py).
+    assert endpoints[0].addresses == [GUEST_API_ADDRESS]
 
 
 def test_the_managed_bootstrap_token_authenticates_with_the_stacks_group(control_plane: ControlPlane):

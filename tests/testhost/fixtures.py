@@ -21,9 +21,16 @@ import pytest
 from . import recipe
 from .host import TestHost, boot
 from .image import Image, ensure_image
+from .qemu import API_PORT_FILE
 from .topology import ORIGIN, TopologyLike
 
 BootTestHost = Callable[..., TestHost]
+
+
+def session_api_port_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the session's control plane writes its port for every guest the session boots
+    (qemu.py GUEST_API_ADDRESS)."""
+    return tmp_path_factory.getbasetemp() / API_PORT_FILE
 
 
 @pytest.fixture(scope="session")
@@ -55,7 +62,13 @@ def boot_testhost(
     ) -> TestHost:
         workdir: Path = tmp_path_factory.mktemp("testhost")
         options = {"memory_mib": memory_mib} if memory_mib else {}
-        host = boot(topology, workdir, image=testhost_image_of(suite), **options)
+        host = boot(
+            topology,
+            workdir,
+            image=testhost_image_of(suite),
+            api_port_file=session_api_port_file(tmp_path_factory),
+            **options,
+        )
         started.append(host)
         return host
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from . import recipe
 from .image import DEFAULT_CACHE_DIR, Image, ensure_image
 from .qemu import (
+    API_PORT_FILE,
     QemuProcess,
     create_overlay,
     is_port_in_use_error,
@@ -132,13 +133,15 @@ def boot(
     suite: str = recipe.DEFAULT_SUITE,
     memory_mib: int = DEFAULT_MEMORY_MIB,
     timeout: float = DEFAULT_BOOT_TIMEOUT,
+    api_port_file: Path | None = None,
 ) -> TestHost:
     """Boot a fresh test host (pristine copy-on-write disk) and wait until SSH runs commands.
 
     `topology` is per-NUMA-node CPU lists, e.g. `[[0, 1, 2, 3], [4, 5, 6, 7]]` or
     `"0-3;4-7"`; memory is split evenly between the nodes. A free port is
     picked when `ssh_port` is None. `suite` picks the Debian release (recipe.SUITES) unless
-    `image` is given.
+    `image` is given. The guest reaches 127.0.0.1 at the port written in `api_port_file`
+    (default: `<workdir>/guest-api-port`) through GUEST_API_ADDRESS:GUEST_API_PORT (qemu.py).
     """
     require_tools("qemu-system-x86_64", "qemu-img")
     topology = Topology.of(topology)
@@ -155,7 +158,9 @@ def boot(
     for attempt in range(3):
         port = ssh_port or pick_free_port()
         serial_log.unlink(missing_ok=True)
-        argv = qemu_command(image, overlay, topology, memory_mib, port, serial_log, pidfile)
+        argv = qemu_command(
+            image, overlay, topology, memory_mib, port, serial_log, pidfile, api_port_file or workdir / API_PORT_FILE
+        )
         try:
             qemu = start_qemu(argv, pidfile, serial_log, log_path)
             break

@@ -76,6 +76,24 @@ def create_overlay(root_disk: Path, overlay: Path, log_path: Path) -> None:
     )
 
 
+# restrict=on keeps the guest off every host and network, this machine's loopback included;
+# one rule opens exactly one way back: the guest's connections to GUEST_API_ADDRESS:GUEST_API_PORT
+# reach 127.0.0.1 at the port written in the boot's `api_port_file` (the session's control
+# plane writes it when it starts), read per connection, so the guest may boot first.
+GUEST_API_ADDRESS = "10.0.2.100"  # slirp refuses forwarding rules on its own 10.0.2.2 and 10.0.2.3
+GUEST_API_PORT = 6443
+GUEST_FORWARD_SCRIPT = Path(__file__).with_name("guest_forward.sh")
+API_PORT_FILE = "guest-api-port"
+
+
+def guest_forward_rule(api_port_file: Path) -> str:
+    """qemu spawns the command per connection, the connection on its stdin and stdout."""
+    for path in (GUEST_FORWARD_SCRIPT, api_port_file):
+        if "," in str(path) or " " in str(path):
+            raise TestHostError(f"{path}: qemu's -netdev syntax cannot carry a comma or space in this path")
+    return f"guestfwd=tcp:{GUEST_API_ADDRESS}:{GUEST_API_PORT}-cmd:/bin/sh {GUEST_FORWARD_SCRIPT} {api_port_file}"
+
+
 def qemu_command(
     image: Image,
     overlay: Path,
@@ -84,6 +102,7 @@ def qemu_command(
     ssh_port: int,
     serial_log: Path,
     pidfile: Path,
+    api_port_file: Path,
 ) -> list[str]:
     return [
         QEMU,
@@ -107,7 +126,7 @@ def qemu_command(
         "-drive",
         f"file={overlay},if=virtio,format=qcow2,cache=unsafe",
         "-netdev",
-        f"user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:{ssh_port}-:22",
+        f"user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:{ssh_port}-:22,{guest_forward_rule(api_port_file)}",
         "-device",
         "virtio-net-pci,netdev=n0",
         "-device",

@@ -1,0 +1,445 @@
+"""REAL kubelets of the emulated 2-socket machine joining the session's REAL control plane.
+
+The whole join runs as in production: the program's scripts start the kubelet built by
+`make tools` in each NUMA slice (namespace mode: each kubelet its own network namespace and
+address in qemu's user network), with the bootstrap kubeconfig on stdin; the real
+kube-apiserver (reached at 10.0.2.100:6443, qemu's one forwarding rule to this machine)
+authenticates the bootstrap token, the real kube-controller-manager approves and signs each
+kubelet's client certificate and gives its Node a podCIDR, the real scheduler places pods.
+
+What a real cluster adds around the kubelets is played by the test, each with the program's
+own pieces where it has them:
+- the token: the program's own Secret and RBAC manifests (`cluster.bootstrap_token_secret`,
+  `bootstrap_bindings`), created as a user who brings `bootstrapToken` would;
+- the CNI DaemonSet: the conflist such an agent writes (bridge + host-local over the Node's
+  podCIDR) into each kubelet's private `/etc/cni/net.d`, once the Node has its podCIDR;
+- the Pulumi engine: the replay runner (tests/integration/engine.py) runs the remote
+  commands, and the program's own NodeLifecycle provider (wait Ready; cordon, drain and
+  delete on removal) is called with the inputs the program gave it, with the stack credential
+  of README.md's least-privilege rights;
+- the demo pods: the program's own manifests (`DemoPod.manifest()`), created through the API,
+  judged by the program's probe and verdict.
+
+Scenarios build on each other in file order; the fixture leaves host and cluster as it found them.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from typing import Any
+
+import pytest
+from cryptography import x509
+from kubernetes import client as kube_client
+from kubernetes.client.exceptions import ApiException
+
+from components.node_lifecycle import NodeLifecycleProvider
+from numa_kubelets import cluster, placement
+from numa_kubelets.config import load_config
+from numa_kubelets.placement import DemoPod, StackKubelets, judge_placement
+from numa_kubelets.plan import build_plan
+from tests.cri import WORKLOAD_IMAGE, CriTestClient
+from tests.integration.conftest import TIMINGS
+from tests.integration.engine import Engine
+from tests.integration.hostcheck import HostView
+from tests.integration.realkubelet import (
+    GUEST_KUBELET,
+    POD_START_TIMEOUT,
+    install_real_kubelet,
+    kubelet_journal,
+    wait_for,
+    write_atomically,
+)
+from tests.integration.test_network_namespaces import namespace_stack, parent_interface
+from tests.realcluster.clients import api_for, create_managed_token
+from tests.realcluster.controlplane import ControlPlane, inline_kubeconfig
+from tests.testhost.topology import parse_cpulist
+
+q = shlex.quote
+
+STACK = "test"  # the stack name the program runs under (tests/program/harness.py): the token's group has it
+TOKEN_ID, TOKEN_SECRET = "c7d8e9", "0a1b2c3d4e5f6a7b"
+CLUSTER_DNS = "10.96.0.10"  # given: the control plane runs no DNS add-on for the program to read
+NAMESPACE = "numa-demo"
+COMMAND = ("/bin/sleep", "3600")
+LIFECYCLE = "pulumi-python:dynamic/numa-kubelets:NodeLifecycle"
+CPUS = {0: "1-3", 1: "5-7"}
+# 64 x 2 MiB hugepages on NUMA node 1, before the kubelets start (they read sysfs at start).
+HUGEPAGE_NODE, HUGEPAGES, HUGEPAGE_KIB = 1, 64, 2048
+HUGEPAGE_POOL = f"/sys/devices/system/node/node{HUGEPAGE_NODE}/hugepages/hugepages-{HUGEPAGE_KIB}kB/nr_hugepages"
+# The kubelet's default hard eviction threshold for memory (the stack sets no evictionHard).
+EVICTION_HARD_MEMORY_BYTES = 100 * 1024 * 1024
+NODE_JOIN_TIMEOUT = 300.0
+CNI_CONFLIST = "10-numa-kubelets-test-bridge.conflist"
+
+
+def cni_conflist(pod_cidr: str, numa: int) -> str:
+    """What a CNI DaemonSet writes on its node: a bridge over the Node's podCIDR."""
+    return json.dumps(
+        {
+            "cniVersion": "0.4.0",
+            "name": f"numa-kubelets-test-{numa}",
+            "plugins": [
+                {
+                    "type": "bridge",
+                    "bridge": "cni0",
+                    "isGateway": True,
+                    "ipMasq": False,
+                    "ipam": {"type": "host-local", "ranges": [[{"subnet": pod_cidr}]]},
+                }
+            ],
+        }
+    )
+
+
+def node_ready(node: kube_client.V1Node) -> bool:
+    return any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
+
+
+def read_node(core: kube_client.CoreV1Api, name: str) -> kube_client.V1Node | None:
+    try:
+        return core.read_node(name)
+    except ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+
+
+def sysfs_node_memory_bytes(view: HostView, numa: int) -> int:
+    """MemTotal of the node's own meminfo ("Node 1 MemTotal:  1031612 kB"), in bytes."""
+    line = view.sh(f"grep -w MemTotal /sys/devices/system/node/node{numa}/meminfo")
+    return int(line.split()[3]) * 1024
+
+
+def sysfs_hugepage_bytes(view: HostView, numa: int) -> int:
+    total = 0
+    for pool in view.sh(f"ls /sys/devices/system/node/node{numa}/hugepages").split():
+        size_kib = int(pool.removeprefix("hugepages-").removesuffix("kB"))
+        pages = int(view.sh(f"cat /sys/devices/system/node/node{numa}/hugepages/{pool}/nr_hugepages"))
+        total += size_kib * 1024 * pages
+    return total
+
+
+def quantity_bytes(quantity: str) -> int:
+    units = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30}
+    for suffix, factor in units.items():
+        if quantity.endswith(suffix):
+            return int(quantity.removesuffix(suffix)) * factor
+    return int(quantity)
+
+
+@pytest.fixture(scope="module")
+def joined(numa_host, control_plane: ControlPlane):
+    host, view = numa_host, HostView(numa_host)
+    admin_api = api_for(control_plane.admin_kubeconfig)
+    core = kube_client.CoreV1Api(admin_api)
+    version = install_real_kubelet(view)
+    token = create_managed_token(admin_api, TOKEN_ID, TOKEN_SECRET, STACK)
+
+    config = namespace_stack(host, parent_interface(view))
+    config.update(
+        kubeletPath=GUEST_KUBELET,
+        cluster={"server": control_plane.guest_server, "caCert": control_plane.ca_pem, "dns": CLUSTER_DNS},
+        bootstrapToken=token,
+        kubeconfig=inline_kubeconfig(control_plane.stack_kubeconfig),
+        demo={"enabled": False},  # the test creates the program's demo pods itself (module docstring)
+    )
+    plan = build_plan(load_config(config))
+    view.sh(f"echo {HUGEPAGES} > {HUGEPAGE_POOL}")
+    assert int(view.sh(f"cat {HUGEPAGE_POOL}")) == HUGEPAGES, "the guest could not reserve the hugepages"
+    engine = Engine(lambda script, stdin: host.run(script, stdin=stdin, check=False))
+    state: dict[str, Any] = {
+        "host": host,
+        "view": view,
+        "core": core,
+        "engine": engine,
+        "config": config,
+        "plan": plan,
+        "version": version,
+        "stack_kubeconfig": control_plane.stack_kubeconfig,
+    }
+    yield state
+    if engine.state:
+        engine.destroy()
+    for kubelet in plan.kubelets:
+        try:
+            core.delete_node(kubelet.node_name)
+        except ApiException as error:
+            if error.status != 404:
+                raise
+    try:
+        core.delete_namespace(NAMESPACE)
+    except ApiException as error:
+        if error.status != 404:
+            raise
+    view.sh(f"echo 0 > {HUGEPAGE_POOL}; rm -f {q(GUEST_KUBELET)}")
+
+
+def lifecycles(joined) -> list[dict[str, Any]]:
+    """The inputs the program gave each kubelet's NodeLifecycle (secrets unwrapped)."""
+    found = [r.inputs for r in joined["engine"].last_run.of_type(LIFECYCLE)]
+    assert len(found) == len(joined["plan"].kubelets)
+    return found
+
+
+def test_each_real_kubelet_registers_its_node_through_the_bootstrap_flow(joined, stopwatch):
+    engine, view, core, plan = joined["engine"], joined["view"], joined["core"], joined["plan"]
+    with stopwatch("real cluster: apply (namespace mode, bootstrap kubeconfig on stdin)"):
+        engine.up(joined["config"])
+    for kubelet in plan.kubelets:
+        numa = kubelet.numa_node
+        with stopwatch(f"real cluster: Node {kubelet.node_name} registered with a podCIDR"):
+            node = wait_for(
+                f"Node {kubelet.node_name} registered and given a podCIDR",
+                lambda k=kubelet: (n := read_node(core, k.node_name)) is not None and n.spec.pod_cidr and n,
+                NODE_JOIN_TIMEOUT,
+                lambda n=numa: kubelet_journal(view, n),
+            )
+        # The identity labels the kubelet registered itself with (--node-labels).
+        assert kubelet.identity_labels.items() <= (node.metadata.labels or {}).items()
+        # Its client certificate came from a CSR the bootstrap token made and the controller-manager signed.
+        cert_dir = kubelet.layout.cert_dir
+        # (The file holds the key too: only its certificate block leaves the guest.)
+        pem = view.sh(f"sed -n '/BEGIN CERTIFICATE/,/END CERTIFICATE/p' {q(cert_dir)}/kubelet-client-current.pem")
+        certificate = x509.load_pem_x509_certificate(pem.encode())
+        assert certificate.subject.rfc4514_string() == f"CN=system:node:{kubelet.node_name},O=system:nodes"
+        # The kubelet's own cluster credential, next to it; the bootstrap token stays in its 0600 file.
+        assert view.sh(f"stat -c %a {q(kubelet.layout.bootstrap_kubeconfig)}") == "600"
+        assert view.exists(kubelet.layout.kubeconfig)
+        joined.setdefault("pod_cidrs", {})[numa] = node.spec.pod_cidr
+    signed = [
+        csr
+        for csr in kube_client.CertificatesV1Api(joined["core"].api_client).list_certificate_signing_request().items
+        if csr.spec.username == f"system:bootstrap:{TOKEN_ID}"
+    ]
+    assert len(signed) >= len(plan.kubelets)
+    for csr in signed:
+        assert csr.spec.signer_name == "kubernetes.io/kube-apiserver-client-kubelet"
+        assert any(c.type == "Approved" for c in csr.status.conditions or []) and csr.status.certificate
+
+
+def test_every_node_turns_ready_once_its_cni_config_exists_and_gets_the_stacks_labels(joined, stopwatch):
+    host, view, plan = joined["host"], joined["view"], joined["plan"]
+    for kubelet in plan.kubelets:
+        numa = kubelet.numa_node
+        assert kubelet.network is not None
+        # The pods' images, into this kubelet's own containerd (no registry here).
+        assert CriTestClient(host, kubelet.layout.containerd_socket).import_images() == ["pause.tar", "workload.tar"]
+        private_cni_dir = kubelet.network.private_copy("/etc/cni/net.d")
+        write_atomically(view, f"{private_cni_dir}/{CNI_CONFLIST}", cni_conflist(joined["pod_cidrs"][numa], numa))
+    # The program's own lifecycle decides Ready, with the labels the program expects.
+    provider = NodeLifecycleProvider()
+    for props in lifecycles(joined):
+        with stopwatch(f"real cluster: {props['nodeName']} Ready (the program's NodeLifecycle create)"):
+            provider.create(dict(props))
+    # The stack's labels, as its NodePatch applies them: server-side apply under the stack's
+    # field manager, forced, with the stack's own credential.
+    stack_core = kube_client.CoreV1Api(api_for(joined["stack_kubeconfig"]))
+    for kubelet in plan.kubelets:
+        patch = cluster.node_label_patch(kubelet, STACK)
+        stack_core.patch_node(
+            kubelet.node_name,
+            {"apiVersion": "v1", "kind": "Node", "metadata": {"name": patch["name"], "labels": patch["labels"]}},
+            field_manager=patch["annotations"][cluster.PATCH_FIELD_MANAGER_ANNOTATION],
+            force=True,
+            _content_type="application/apply-patch+yaml",
+        )
+    for kubelet in plan.kubelets:
+        node = joined["core"].read_node(kubelet.node_name)
+        assert node_ready(node), node.status.conditions
+        # The kubelet registered its identity labels, the stack's patch added the user's.
+        assert {**kubelet.identity_labels, **kubelet.label_map}.items() <= node.metadata.labels.items()
+        assert node.status.node_info.kubelet_version == joined["version"].removeprefix("Kubernetes ")
+        # The InternalIP is the kubelet's own address in its namespace (--node-ip).
+        addresses = {a.type: a.address for a in node.status.addresses}
+        assert kubelet.network is not None and addresses["InternalIP"] == kubelet.network.node_ip
+
+
+def test_allocatable_is_the_numa_nodes_share_to_the_byte(joined):
+    view, core, plan = joined["view"], joined["core"], joined["plan"]
+    machine_memory = int(view.sh("awk '$1 == \"MemTotal:\" { print $2 }' /proc/meminfo")) * 1024
+    machine_cpus = int(view.sh("nproc --all"))
+    for kubelet in plan.kubelets:
+        numa = kubelet.numa_node
+        node = core.read_node(kubelet.node_name)
+        own_memory = sysfs_node_memory_bytes(view, numa)
+        own_hugepages = sysfs_hugepage_bytes(view, numa)
+        expected_memory = own_memory - own_hugepages - EVICTION_HARD_MEMORY_BYTES
+        allocatable, capacity = node.status.allocatable, node.status.capacity
+        slice_cpus = parse_cpulist(view.effective(f"numa{numa}.slice", "cpus"))
+        assert view.effective(f"numa{numa}.slice", "cpus") == CPUS[numa]
+        assert int(allocatable["cpu"]) == len(slice_cpus)
+        assert quantity_bytes(allocatable["memory"]) == expected_memory, (
+            f"node {numa}: allocatable {allocatable['memory']}, expected {expected_memory} "
+            f"(MemTotal {own_memory} - hugepages {own_hugepages} - evictionHard {EVICTION_HARD_MEMORY_BYTES})"
+        )
+        # Capacity stays machine-wide, as upstream documents.
+        assert int(capacity["cpu"]) == machine_cpus
+        assert quantity_bytes(capacity["memory"]) == machine_memory
+    TIMINGS.append((f"real cluster: hugepages on node {HUGEPAGE_NODE}: {HUGEPAGES} x {HUGEPAGE_KIB} KiB", 0.0))
+
+
+def demo_pods(joined) -> dict[int, DemoPod]:
+    return {
+        kubelet.numa_node: DemoPod(kubelet, NAMESPACE, WORKLOAD_IMAGE, COMMAND, "10m")
+        for kubelet in joined["plan"].kubelets
+    }
+
+
+def running_pod(core: kube_client.CoreV1Api, name: str) -> kube_client.V1Pod | None:
+    pod = core.read_namespaced_pod(name, NAMESPACE)
+    return pod if pod.status.phase == "Running" else None
+
+
+def verdict(joined, demo: DemoPod, pod: kube_client.V1Pod):
+    plan = joined["plan"]
+    result = joined["host"].run(probe_for(demo, plan), stdin=pod.metadata.uid + "\n", check=False)
+    assert result.rc == 0, result.stderr
+    return result.stdout, judge_placement(demo, StackKubelets(plan), pod.spec.node_name, result.stdout)
+
+
+def probe_for(demo: DemoPod, plan) -> str:
+    return placement.probe_scripts(demo, plan.hosts[0], plan).apply
+
+
+def test_the_real_scheduler_places_each_demo_pod_on_its_numa_node(joined, stopwatch):
+    core, view = joined["core"], joined["view"]
+    core.create_namespace(placement.namespace_manifest(NAMESPACE))
+    pods = demo_pods(joined)
+    for demo in pods.values():
+        core.create_namespaced_pod(NAMESPACE, demo.manifest())
+    for numa, demo in pods.items():
+        with stopwatch(f"real cluster: demo pod {demo.name} scheduled and running"):
+            pod = wait_for(
+                f"demo pod {demo.name} running",
+                lambda d=demo: running_pod(core, d.name),
+                POD_START_TIMEOUT,
+                lambda n=numa: kubelet_journal(view, n),
+            )
+        assert pod.spec.node_name == demo.kubelet.node_name
+        _, judged = verdict(joined, demo, pod)
+        assert judged.ok, judged.failure_message()
+        [reading] = judged.readings
+        assert view.process_status(reading.pid) == {"Cpus_allowed_list": CPUS[numa], "Mems_allowed_list": str(numa)}
+        # The picture of the origin experiment: the pod's container under its NUMA node's kubepods slice.
+        tree = view.sh(f"systemd-cgls --no-pager -u numa{numa}.slice")
+        lines = [line.lstrip("│├└─ ") for line in tree.splitlines()]
+        order = [f"numa{numa}-kubepods.slice", f"kubelet@numa{numa}.service"]
+        assert all(any(line.startswith(name) for line in lines) for name in order), tree
+        assert any(line.endswith(" ".join(COMMAND)) for line in lines), tree
+
+
+def pod_gone(core: kube_client.CoreV1Api, name: str) -> bool:
+    try:
+        core.read_namespaced_pod(name, NAMESPACE)
+    except ApiException as error:
+        if error.status == 404:
+            return True
+        raise
+    return False
+
+
+def test_a_demo_pod_forced_onto_the_other_numa_node_is_judged_not_ok(joined):
+    core, view = joined["core"], joined["view"]
+    pods = demo_pods(joined)
+    intended, other = pods[0], pods[1]
+    core.delete_namespaced_pod(intended.name, NAMESPACE)
+    wait_for(f"{intended.name} deleted", lambda: pod_gone(core, intended.name), POD_START_TIMEOUT, lambda: "")
+    # The same pod, bound by hand past the scheduler onto the other NUMA node's Node; without its
+    # nodeSelector, which that kubelet's admission would refuse, it runs there.
+    manifest = intended.manifest()
+    del manifest["spec"]["nodeSelector"]
+    manifest["spec"]["nodeName"] = other.kubelet.node_name
+    core.create_namespaced_pod(NAMESPACE, manifest)
+    pod = wait_for(
+        f"{intended.name} running on {other.kubelet.node_name}",
+        lambda: running_pod(core, intended.name),
+        POD_START_TIMEOUT,
+        lambda: kubelet_journal(view, other.kubelet.numa_node),
+    )
+    _, judged = verdict(joined, intended, pod)
+    assert not judged.ok
+    assert judged.readings == ()  # nothing of it in its own NUMA node's containerd
+    assert any(f"not on {intended.kubelet.node_name}" in reason for reason in judged.reasons), judged.reasons
+
+
+STATIC_MANAGERS = {
+    "cpuManagerPolicy": "static",
+    "memoryManagerPolicy": "Static",
+    "topologyManagerPolicy": "single-numa-node",
+}
+GUARANTEED_POD = "guaranteed-2-cpus"
+
+
+def guaranteed_pod(demo: DemoPod) -> dict[str, Any]:
+    """The demo pod of `demo`'s kubelet, as a Guaranteed pod with 2 integer CPUs."""
+    manifest = demo.manifest()
+    manifest["metadata"]["name"] = GUARANTEED_POD
+    manifest["metadata"]["labels"] = {"app.kubernetes.io/name": GUARANTEED_POD}
+    [container] = manifest["spec"]["containers"]
+    container["resources"] = {"requests": {"cpu": "2", "memory": "64Mi"}, "limits": {"cpu": "2", "memory": "64Mi"}}
+    return manifest
+
+
+def container_status(view: HostView, numa: int, uid: str) -> dict[str, str]:
+    """Cpus/Mems_allowed_list of the one process of the pod's container (Guaranteed pods sit
+    right under numa<N>-kubepods.slice)."""
+    pod_slice = f"numa{numa}-kubepods-pod{uid.replace('-', '_')}.slice"
+    procs = f"/sys/fs/cgroup/numa{numa}.slice/numa{numa}-kubepods.slice/{pod_slice}/cri-containerd-*.scope/cgroup.procs"
+    [pid] = view.sh(f"cat {procs}").split()
+    return view.process_status(pid)
+
+
+def test_static_managers_give_a_guaranteed_pod_exclusive_cpus_of_its_numa_node(joined, stopwatch):
+    """The README's worked example with the real kubelet: its sum rule for reservedMemory accepted,
+    a Guaranteed pod's CPUs exclusive and from the slice, its memory from its node."""
+    engine, view, core = joined["engine"], joined["view"], joined["core"]
+    before = {numa: view.main_pid(f"kubelet@numa{numa}.service") for numa in (0, 1)}
+    config = {**joined["config"], "kubeletVersion": "1.35", "kubeletConfig": STATIC_MANAGERS}
+    with stopwatch("real cluster: none -> static managers (both kubelets restart)"):
+        engine.up(config)
+        provider = NodeLifecycleProvider()
+        for props in lifecycles(joined):
+            provider.create(dict(props))  # Ready again, the program's own check
+    for numa in (0, 1):
+        assert view.main_pid(f"kubelet@numa{numa}.service") != before[numa]
+        state = json.loads(view.sh(f"cat /var/lib/kubelet-numa{numa}/cpu_manager_state"))
+        assert state["policyName"] == "static", state
+    demo = demo_pods(joined)[1]
+    core.create_namespaced_pod(NAMESPACE, guaranteed_pod(demo))
+    with stopwatch("real cluster: Guaranteed pod with 2 CPUs running on node 1"):
+        pod = wait_for(
+            "Guaranteed pod running",
+            lambda: running_pod(core, GUARANTEED_POD),
+            POD_START_TIMEOUT,
+            lambda: kubelet_journal(view, 1),
+        )
+    assert pod.spec.node_name == demo.kubelet.node_name and pod.status.qos_class == "Guaranteed"
+    status = container_status(view, 1, pod.metadata.uid)
+    exclusive = set(parse_cpulist(status["Cpus_allowed_list"]))
+    assert len(exclusive) == 2 and exclusive <= set(parse_cpulist(CPUS[1])), status
+    assert status["Mems_allowed_list"] == "1"
+    # The shared pool of node 1, where the (Burstable) demo pod runs, lost exactly those CPUs.
+    shared = set(parse_cpulist(CPUS[1])) - exclusive
+    demo_pod = core.read_namespaced_pod(demo.name, NAMESPACE)
+    _, judged = verdict(joined, demo, demo_pod)
+    assert judged.ok, judged.failure_message()
+    assert [set(parse_cpulist(str(r.cpus))) for r in judged.readings] == [shared]
+    core.delete_namespaced_pod(GUARANTEED_POD, NAMESPACE, grace_period_seconds=0)
+
+
+def test_removing_the_nodes_drains_and_deletes_them(joined, stopwatch):
+    core, engine, view = joined["core"], joined["engine"], joined["view"]
+    provider = NodeLifecycleProvider()
+    for props in lifecycles(joined):
+        assert props["removeNode"] is True
+        with stopwatch(f"real cluster: {props['nodeName']} cordoned, drained, deleted (NodeLifecycle delete)"):
+            provider.delete(props["nodeName"], dict(props))
+        assert read_node(core, props["nodeName"]) is None
+    # Drained through the eviction API: the demo pods were gone before their Nodes were deleted.
+    assert [p.metadata.name for p in core.list_namespaced_pod(NAMESPACE).items] == []
+    with stopwatch("real cluster: destroy"):
+        engine.destroy()
+    assert view.sh("pgrep -x kubelet || true") == ""
+    assert view.sh("ip netns list") == ""
