@@ -18,11 +18,12 @@ from typing import Any
 from .cpulist import CpuSet
 from .problems import Problem
 
-# The schema below is `staging/src/k8s.io/kubelet/config/v1beta1/types.go` of this release
-# (kubernetes/kubernetes at 001332b0422071acf4860769f18e34b5e9b7c1bc), with the same field types
-# the test host's kubelet stand-in checks.
-SCHEMA_KUBELET_VERSION = "1.35"
-SUPPORTED_KUBELET_VERSIONS = ("1.30", "1.31", "1.32", "1.33", "1.34", "1.35")
+# The schema below is `k8s.io/kubelet/config/v1beta1` of Kubernetes 1.37 (v0.37.2), the release
+# the real-kubelet tests run; tests/realcluster/test_kubelet_schema.py compares it with the
+# real Go types (tools/kubernetes/kubeletschema) and the test host's kubelet stand-in checks the
+# same field types.
+SCHEMA_KUBELET_VERSION = "1.37"
+SUPPORTED_KUBELET_VERSIONS = ("1.30", "1.31", "1.32", "1.33", "1.34", "1.35", "1.36", "1.37")
 DEFAULT_KUBELET_VERSION = SUPPORTED_KUBELET_VERSIONS[0]
 # Above this many NUMA nodes the topology manager refuses to start unless told otherwise.
 TOPOLOGY_MANAGER_MAX_NUMA_NODES = 8
@@ -113,7 +114,6 @@ KUBELET_FIELDS: Mapping[str, FieldType] = {
     "singleProcessOOMKill": BOOL,
     "cpuManagerPolicyOptions": STR_MAP,
     "cpuManagerReconcilePeriod": DURATION,
-    "draManagerReconcilePeriod": DURATION,
     "memoryManagerPolicy": STR,
     "topologyManagerPolicy": STR,
     "topologyManagerScope": STR,
@@ -164,6 +164,7 @@ KUBELET_FIELDS: Mapping[str, FieldType] = {
     "kubeReservedCgroup": STR,
     "enforceNodeAllocatable": STR_LIST,
     "allowedUnsafeSysctls": STR_LIST,
+    "defaultPodSysctls": STR_MAP,
     "volumePluginDir": STR,
     "providerID": STR,
     "kernelMemcgNotification": BOOL,

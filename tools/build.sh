@@ -59,6 +59,8 @@ build_kubernetes() {
   for program in kubelet kube-apiserver kube-controller-manager kube-scheduler kube-proxy; do
     link "$program" kubernetes
   done
+  # The KubeletConfiguration fields of this release, for the check of the core's copy.
+  build kubelet-schema kubernetes ./kubeletschema
 }
 
 build_etcd() {

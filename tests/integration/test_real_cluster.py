@@ -396,7 +396,7 @@ def test_static_managers_give_a_guaranteed_pod_exclusive_cpus_of_its_numa_node(j
     a Guaranteed pod's CPUs exclusive and from the slice, its memory from its node."""
     engine, view, core = joined["engine"], joined["view"], joined["core"]
     before = {numa: view.main_pid(f"kubelet@numa{numa}.service") for numa in (0, 1)}
-    config = {**joined["config"], "kubeletVersion": "1.35", "kubeletConfig": STATIC_MANAGERS}
+    config = {**joined["config"], "kubeletVersion": "1.37", "kubeletConfig": STATIC_MANAGERS}
     with stopwatch("real cluster: none -> static managers (both kubelets restart)"):
         engine.up(config)
         provider = NodeLifecycleProvider()

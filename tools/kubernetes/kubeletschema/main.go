@@ -1,0 +1,103 @@
+// Command kubelet-schema prints the KubeletConfiguration (kubelet.config.k8s.io/v1beta1) of the
+// Kubernetes release this module builds, as the field table of numa_kubelets/kubelet_config.py
+// writes it: every JSON field with its type in the core's vocabulary (bool, int, float,
+// string, duration, any; {"list": T}, {"map": T}, {"object": {...}}). The unit tests compare it
+// with the core's copy, so a release that adds, drops or retypes a field fails CI.
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"reflect"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	logsapi "k8s.io/component-base/logs/api/v1"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+)
+
+var (
+	durationType = reflect.TypeOf(metav1.Duration{})
+	timeType     = reflect.TypeOf(metav1.Time{})
+	quantityType = reflect.TypeOf(resource.Quantity{})
+	// logging.options.json.infoBufferSize: a quantity, or a number.
+	quantityValueType = reflect.TypeOf(resource.QuantityValue{})
+	// A number of nanoseconds or a duration string: the core accepts any JSON value there.
+	timeOrDurationType = reflect.TypeOf(logsapi.TimeOrMetaDuration{})
+	rawMessageType     = reflect.TypeOf(json.RawMessage{})
+	marshalerType      = reflect.TypeOf((*json.Marshaler)(nil)).Elem()
+)
+
+func describe(t reflect.Type) any {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t {
+	case durationType:
+		return "duration"
+	case timeType, quantityType:
+		return "string"
+	case timeOrDurationType, rawMessageType, quantityValueType:
+		return "any"
+	}
+	switch t.Kind() {
+	case reflect.Bool:
+		return "bool"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "int"
+	case reflect.Float32, reflect.Float64:
+		return "float"
+	case reflect.String:
+		return "string"
+	case reflect.Slice:
+		return map[string]any{"list": describe(t.Elem())}
+	case reflect.Map:
+		return map[string]any{"map": describe(t.Elem())}
+	case reflect.Struct:
+		if reflect.PointerTo(t).Implements(marshalerType) || t.Implements(marshalerType) {
+			panic(fmt.Sprintf("kubelet-schema: %s has its own JSON form: give it a rule", t))
+		}
+		return map[string]any{"object": fields(t)}
+	}
+	panic(fmt.Sprintf("kubelet-schema: no rule for %s", t))
+}
+
+// fields: the JSON fields of a struct, embedded structs inlined as encoding/json does.
+func fields(t reflect.Type) map[string]any {
+	out := map[string]any{}
+	for i := range t.NumField() {
+		field := t.Field(i)
+		tag := field.Tag.Get("json")
+		name, _, _ := strings.Cut(tag, ",")
+		if name == "-" || !field.IsExported() {
+			continue
+		}
+		if field.Anonymous && name == "" && field.Type.Kind() == reflect.Struct {
+			for key, value := range fields(field.Type) {
+				out[key] = value
+			}
+			continue
+		}
+		if name == "" {
+			name = field.Name
+		}
+		out[name] = describe(field.Type)
+	}
+	return out
+}
+
+func main() {
+	schema := fields(reflect.TypeOf(kubeletv1beta1.KubeletConfiguration{}))
+	// TypeMeta: written by whoever writes the file, not configuration.
+	delete(schema, "apiVersion")
+	delete(schema, "kind")
+	encoder := json.NewEncoder(os.Stdout)
+	encoder.SetIndent("", "  ")
+	if err := encoder.Encode(schema); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
