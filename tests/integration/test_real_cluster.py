@@ -34,7 +34,7 @@ from cryptography import x509
 from kubernetes import client as kube_client
 from kubernetes.client.exceptions import ApiException
 
-from components.node_lifecycle import NodeLifecycleProvider
+from components.node_lifecycle import NodeLifecycleError, NodeLifecycleProvider
 from numa_kubelets import cluster, placement
 from numa_kubelets.config import load_config
 from numa_kubelets.placement import DemoPod, StackKubelets, judge_placement
@@ -71,6 +71,7 @@ HUGEPAGE_POOL = f"/sys/devices/system/node/node{HUGEPAGE_NODE}/hugepages/hugepag
 # The kubelet's default hard eviction threshold for memory (the stack sets no evictionHard).
 EVICTION_HARD_MEMORY_BYTES = 100 * 1024 * 1024
 NODE_JOIN_TIMEOUT = 300.0
+MAX_PODS = 10
 CNI_CONFLIST = "10-numa-kubelets-test-bridge.conflist"
 
 
@@ -145,6 +146,8 @@ def joined(numa_host, control_plane: ControlPlane):
         kubeconfig=inline_kubeconfig(control_plane.stack_kubeconfig),
         demo={"enabled": False},  # the test creates the program's demo pods itself (module docstring)
     )
+    for entry in config["hosts"][0]["kubelets"]:
+        entry["maxPods"] = MAX_PODS  # the dev stack's 1 leaves no room for a second pod
     plan = build_plan(load_config(config))
     view.sh(f"echo {HUGEPAGES} > {HUGEPAGE_POOL}")
     assert int(view.sh(f"cat {HUGEPAGE_POOL}")) == HUGEPAGES, "the guest could not reserve the hugepages"
@@ -270,6 +273,7 @@ def test_allocatable_is_the_numa_nodes_share_to_the_byte(joined):
         slice_cpus = parse_cpulist(view.effective(f"numa{numa}.slice", "cpus"))
         assert view.effective(f"numa{numa}.slice", "cpus") == CPUS[numa]
         assert int(allocatable["cpu"]) == len(slice_cpus)
+        assert int(allocatable["pods"]) == MAX_PODS
         assert quantity_bytes(allocatable["memory"]) == expected_memory, (
             f"node {numa}: allocatable {allocatable['memory']}, expected {expected_memory} "
             f"(MemTotal {own_memory} - hugepages {own_hugepages} - evictionHard {EVICTION_HARD_MEMORY_BYTES})"
@@ -429,9 +433,49 @@ def test_static_managers_give_a_guaranteed_pod_exclusive_cpus_of_its_numa_node(j
     core.delete_namespaced_pod(GUARANTEED_POD, NAMESPACE, grace_period_seconds=0)
 
 
+def test_a_containerd_restart_keeps_the_pods_and_the_node_ready(joined, stopwatch):
+    view, core = joined["view"], joined["core"]
+    demo = demo_pods(joined)[1]
+    pid_before = verdict(joined, demo, core.read_namespaced_pod(demo.name, NAMESPACE))[1].readings[0].pid
+    with stopwatch("real cluster: restart containerd@numa1"):
+        view.sh("systemctl restart containerd@numa1.service")
+        wait_for(
+            "containerd@numa1 active again",
+            lambda: view.active("containerd@numa1.service"),
+            120,
+            lambda: view.sh("journalctl --no-pager -u containerd@numa1.service -n 40"),
+        )
+    _, judged = verdict(joined, demo, core.read_namespaced_pod(demo.name, NAMESPACE))
+    assert judged.ok, judged.failure_message()
+    assert [r.pid for r in judged.readings] == [pid_before]  # the same process: the shim kept it
+    assert node_ready(core.read_node(demo.kubelet.node_name))
+
+
 def test_removing_the_nodes_drains_and_deletes_them(joined, stopwatch):
     core, engine, view = joined["core"], joined["engine"], joined["view"]
     provider = NodeLifecycleProvider()
+    # A PodDisruptionBudget that forbids evicting node 1's demo pod holds its drain until the timeout.
+    guarded = demo_pods(joined)[1]
+    policy = kube_client.PolicyV1Api(core.api_client)
+    policy.create_namespaced_pod_disruption_budget(
+        NAMESPACE,
+        {
+            "metadata": {"name": "keep-demo"},
+            "spec": {
+                "minAvailable": 1,
+                "selector": {"matchLabels": {placement.EXPECTED_NODE_LABEL: guarded.kubelet.node_name}},
+            },
+        },
+    )
+    held = next(p for p in lifecycles(joined) if p["nodeName"] == guarded.kubelet.node_name)
+    with pytest.raises(NodeLifecycleError, match="did not finish within 20s") as refused:
+        provider.delete(held["nodeName"], {**held, "drainTimeoutSeconds": 20})
+    assert f"{NAMESPACE}/{guarded.name}: eviction refused" in str(refused.value)
+    assert "disruption budget" in str(refused.value)
+    node = core.read_node(guarded.kubelet.node_name)
+    assert node.spec.unschedulable is True  # cordoned, not deleted
+    assert running_pod(core, guarded.name) is not None
+    policy.delete_namespaced_pod_disruption_budget("keep-demo", NAMESPACE)
     for props in lifecycles(joined):
         assert props["removeNode"] is True
         with stopwatch(f"real cluster: {props['nodeName']} cordoned, drained, deleted (NodeLifecycle delete)"):

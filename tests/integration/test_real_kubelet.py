@@ -15,6 +15,7 @@ Cpus_allowed_list), destroy. The fixture leaves the host as it found it.
 
 from __future__ import annotations
 
+import copy
 import json
 import shlex
 from typing import Any
@@ -25,6 +26,7 @@ import yaml
 from numa_kubelets.config import load_config
 from numa_kubelets.placement import DemoPod, StackKubelets, judge_placement, parse_probe_output, probe_scripts
 from numa_kubelets.plan import build_plan
+from numa_kubelets.problems import ConfigError
 from numa_kubelets.render import SYSTEMD_CGROUP_CONTROLLERS
 from tests.cri import PAUSE_IMAGE, WORKLOAD_IMAGE, CriTestClient, pod_cgroup_parent
 from tests.integration.conftest import TIMINGS
@@ -193,6 +195,23 @@ def test_each_kubelet_answers_healthz_on_its_port(real, stopwatch):
     # Still the same processes: neither kubelet exited and was restarted on the way.
     for numa in (0, 1):
         assert view.unit(f"kubelet@numa{numa}.service", "NRestarts")["NRestarts"] == "0", kubelet_journal(view, numa)
+
+
+UNKNOWN_FIELD = "podLogDirectory"  # a plausible misspelling of podLogsDir
+
+
+def test_an_unknown_kubelet_configuration_field_is_refused_by_the_core_and_by_the_real_kubelet(real):
+    config = copy.deepcopy(real["config"])
+    config["kubeletConfig"] = {UNKNOWN_FIELD: "/var/log/pods"}
+    with pytest.raises(ConfigError, match=f"kubeletConfig.{UNKNOWN_FIELD}: unknown KubeletConfiguration field"):
+        load_config(config)
+    # The same file handed to the real kubelet: its strict decoder refuses it before doing anything.
+    document = {"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration", UNKNOWN_FIELD: "x"}
+    path = f"{MANIFESTS_ROOT}/strict-decoding.yaml"
+    write_atomically(real["view"], path, yaml.safe_dump(document))
+    result = real["host"].run(f"timeout 120 {q(GUEST_KUBELET)} --config={q(path)}", check=False)
+    assert result.rc == 1, result.stdout + result.stderr
+    assert f'unknown field "{UNKNOWN_FIELD}"' in result.stdout + result.stderr
 
 
 def test_each_kubelet_runs_its_static_pod_from_the_imported_images(real, stopwatch):
