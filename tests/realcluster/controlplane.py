@@ -17,6 +17,7 @@ of its serving certificate's SANs.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import ssl
 import subprocess
@@ -97,7 +98,12 @@ class Component:
     def start(self) -> None:
         with self.log.open("wb") as log:
             self.process = subprocess.Popen(
-                self.command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                self.command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
             )
 
     def tail(self) -> str:
@@ -122,6 +128,17 @@ class Component:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: a killed test session (SIGKILL, a CI timeout) takes its control
+    plane along instead of leaving it serving on loopback."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def kubeconfig(path: Path, server: str, ca: pki.KeyPair, user: str, client: pki.KeyPair) -> Path:
