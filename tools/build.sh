@@ -59,8 +59,10 @@ build_kubernetes() {
   for program in kubelet kube-apiserver kube-controller-manager kube-scheduler kube-proxy; do
     link "$program" kubernetes
   done
-  # The KubeletConfiguration fields of this release, for the check of the core's copy.
+  # The KubeletConfiguration fields of this release, for the check of the core's copy; a
+  # device plugin for the real-kubelet tests.
   build kubelet-schema kubernetes ./kubeletschema
+  build test-device-plugin kubernetes ./testdeviceplugin -ldflags "-s -w"
 }
 
 build_etcd() {

@@ -53,7 +53,7 @@ from tests.integration.realkubelet import (
 )
 from tests.integration.test_network_namespaces import namespace_stack, parent_interface
 from tests.realcluster.clients import api_for, create_managed_token
-from tests.realcluster.controlplane import ControlPlane, inline_kubeconfig
+from tests.realcluster.controlplane import ControlPlane, inline_kubeconfig, tool
 from tests.testhost.topology import parse_cpulist
 
 q = shlex.quote
@@ -366,6 +366,39 @@ def test_a_demo_pod_forced_onto_the_other_numa_node_is_judged_not_ok(joined):
     assert not judged.ok
     assert judged.readings == ()  # nothing of it in its own NUMA node's containerd
     assert any(f"not on {intended.kubelet.node_name}" in reason for reason in judged.reasons), judged.reasons
+
+
+TEST_DEVICE = "numa-kubelets.io/test-device"
+GUEST_DEVICE_PLUGIN = "/usr/local/bin/numa-kubelets-test-device-plugin"
+DEVICE_PLUGIN_UNIT = "numa-kubelets-test-device-plugin"
+
+
+def test_a_device_plugin_in_one_kubelets_directory_shows_up_on_that_node_only(joined, stopwatch):
+    """Each kubelet sees its own device-plugins directory at the hard-coded path: a plugin
+    registered in numa0's (the host's /var/lib/kubelet-numa0/device-plugins) is numa0's alone."""
+    view, core, plan = joined["view"], joined["core"], joined["plan"]
+    owner, other = plan.kubelets
+    view.host.run(
+        f"cat > {q(GUEST_DEVICE_PLUGIN)}.tmp && chmod 0755 {q(GUEST_DEVICE_PLUGIN)}.tmp && "
+        f"mv -f {q(GUEST_DEVICE_PLUGIN)}.tmp {q(GUEST_DEVICE_PLUGIN)}",
+        stdin=tool("test-device-plugin").read_bytes(),
+    )
+    view.sh(
+        f"systemd-run --unit={DEVICE_PLUGIN_UNIT} {q(GUEST_DEVICE_PLUGIN)} "
+        f"--dir={q(owner.layout.device_plugins_dir)} --resource={TEST_DEVICE} --devices=2"
+    )
+    try:
+        with stopwatch("real cluster: device plugin registered, extended resource on its Node"):
+            wait_for(
+                f"{TEST_DEVICE} in the capacity of {owner.node_name}",
+                lambda: (core.read_node(owner.node_name).status.capacity or {}).get(TEST_DEVICE) == "2",
+                120,
+                lambda: view.sh(f"journalctl --no-pager -u {DEVICE_PLUGIN_UNIT} -n 20") + kubelet_journal(view, 0),
+            )
+        assert core.read_node(owner.node_name).status.allocatable[TEST_DEVICE] == "2"
+        assert TEST_DEVICE not in (core.read_node(other.node_name).status.capacity or {})
+    finally:
+        view.sh(f"systemctl stop {DEVICE_PLUGIN_UNIT} 2>/dev/null || true; rm -f {q(GUEST_DEVICE_PLUGIN)}")
 
 
 STATIC_MANAGERS = {
