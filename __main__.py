@@ -4,6 +4,7 @@ import pulumi
 
 from components.cluster import ClusterJoin, cluster_nodes
 from components.demo import demo_placements
+from components.heap import freeze_constructed_objects
 from components.host import NumaHost, NumaHostArgs
 from components.kubernetes import kubernetes_provider
 from components.stack_config import read_stack, secret_or_none, ssh_private_key
@@ -48,3 +49,5 @@ if plan.demo_enabled and provider is not None:
     )
     pulumi.export("placement", pulumi.Output.all(*[demo.placement for demo in demos]))
     pulumi.export("placementOk", pulumi.Output.all(*[demo.ok for demo in demos]).apply(all))
+
+freeze_constructed_objects()

@@ -4,7 +4,13 @@ import time
 
 import pytest
 
-from tests.testhost.fixtures import boot_testhost, numa_host, testhost_image, testhost_image_of  # noqa: F401
+from tests.testhost.fixtures import (  # noqa: F401
+    boot_testhost,
+    numa_host,
+    origin_host_of,
+    testhost_image,
+    testhost_image_of,
+)
 
 TIMINGS: list[tuple[str, float]] = []
 

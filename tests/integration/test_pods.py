@@ -11,7 +11,6 @@ probe, misplacement, systemd-cgls, containerd restart, kubelet restart, destroy.
 from __future__ import annotations
 
 import json
-import os
 import time
 import uuid
 
@@ -25,11 +24,8 @@ from tests.integration.conftest import TIMINGS
 from tests.integration.engine import Engine
 from tests.integration.hostcheck import HostView
 from tests.integration.test_lifecycle import stack_for
-from tests.testhost import recipe
-from tests.testhost.topology import ORIGIN
+from tests.testhost.fixtures import HOST_SUITES
 
-# The test host OSes the scenarios run on: comma-separated names of recipe.SUITES. Default: all of them.
-POD_SUITES = tuple(os.environ.get("NUMA_KUBELETS_POD_SUITES", ",".join(recipe.SUITES)).split(","))
 NAMESPACE = "numa-demo"
 COMMAND = ("/bin/sleep", "3600")
 CPUS = {0: "1-3", 1: "5-7"}
@@ -68,18 +64,14 @@ def demo_pod_spec(numa: int, uid: str, **overrides) -> PodSpec:
     return PodSpec(**spec)
 
 
-@pytest.fixture(scope="module", params=POD_SUITES)
-def pods(request, boot_testhost, testhost_image_of):
-    """One test host per OS with the program applied; bookworm shares the session's origin machine."""
+@pytest.fixture(scope="module", params=HOST_SUITES)
+def pods(request, origin_host_of, testhost_image_of):
+    """One test host per OS with the program applied (the session's origin machine of that OS)."""
     suite = request.param
-    assert suite in recipe.SUITES, f"NUMA_KUBELETS_POD_SUITES: unknown suite {suite!r} (known: {recipe.SUITES})"
     image = testhost_image_of(suite)
     TIMINGS.append((f"[{suite}] test host image build (as recorded when it was built)", image.build_seconds))
-    if suite == recipe.DEFAULT_SUITE:
-        host = request.getfixturevalue("numa_host")
-    else:
-        host = boot_testhost(ORIGIN, suite=suite)
-        TIMINGS.append((f"[{suite}] boot origin machine to SSH", host.boot_seconds))
+    host = origin_host_of(suite)
+    TIMINGS.append((f"[{suite}] boot origin machine to SSH", host.boot_seconds))
     config = stack_for(host)
     config["containerd"] = {"sandboxImage": PAUSE_IMAGE}
     view = HostView(host)

@@ -8,9 +8,11 @@ serving the other scenarios. Images stay registry-free: the busybox-based pause 
 images are imported into each containerd instance before the static pods are written, and the
 sandbox image is the stack's `containerd.sandboxImage`.
 
-Scenarios build on each other in file order on the session's origin machine: apply, the
-kubelet processes, healthz, the static pods (the program's probe and verdict, systemd-cgls,
-Cpus_allowed_list), destroy. The fixture leaves the host as it found it.
+Per test host OS (bookworm: containerd 1.6, systemd 252; trixie: containerd 1.7, systemd 257;
+NUMA_KUBELETS_POD_SUITES picks), on the session's origin machine of that OS, the scenarios
+build on each other in file order: apply, the kubelet processes, healthz, an unknown field,
+the static pods (the program's probe and verdict, systemd-cgls, Cpus_allowed_list), a restart,
+destroy. The fixture leaves the host as it found it.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from tests.integration.realkubelet import (
     write_atomically,
 )
 from tests.integration.test_lifecycle import stack_for
+from tests.testhost.fixtures import HOST_SUITES
 
 q = shlex.quote
 
@@ -127,9 +130,11 @@ def running_static_pod(cri: CriTestClient, numa: int) -> tuple[dict[str, Any], d
     return (sandbox, running[0]) if running else None
 
 
-@pytest.fixture(scope="module")
-def real(numa_host):
-    host, view = numa_host, HostView(numa_host)
+@pytest.fixture(scope="module", params=HOST_SUITES)
+def real(request, origin_host_of):
+    """Per test host OS: the session's origin machine of that OS (bookworm's is shared)."""
+    host = origin_host_of(request.param)
+    view = HostView(host)
     version = install_real_kubelet(view)
 
     config = stack_for(host)
@@ -148,6 +153,7 @@ def real(numa_host):
         "engine": engine,
         "config": config,
         "version": version,
+        "suite": request.param,
         "root_controllers": view.sh(f"cat {ROOT_SUBTREE_CONTROL}"),
     }
     yield state
@@ -161,7 +167,7 @@ def real(numa_host):
 
 def test_apply_starts_the_real_kubelet_in_each_slice(real, stopwatch):
     engine, view = real["engine"], real["view"]
-    with stopwatch("real kubelet: apply (8 remote commands)"):
+    with stopwatch(f"[{real['suite']}] real kubelet: apply (8 remote commands)"):
         engine.up(real["config"])
     for numa in (0, 1):
         unit = f"kubelet@numa{numa}.service"
@@ -185,7 +191,7 @@ def test_apply_starts_the_real_kubelet_in_each_slice(real, stopwatch):
 def test_each_kubelet_answers_healthz_on_its_port(real, stopwatch):
     view = real["view"]
     for numa in (0, 1):
-        with stopwatch(f"real kubelet: kubelet@numa{numa} healthz ok after apply"):
+        with stopwatch(f"[{real['suite']}] real kubelet: kubelet@numa{numa} healthz ok after apply"):
             wait_for(
                 f"kubelet@numa{numa} healthz on 127.0.0.1:{HEALTHZ_PORTS[numa]}",
                 lambda n=numa: healthz(view, HEALTHZ_PORTS[n]) == "ok",
@@ -223,7 +229,7 @@ def test_each_kubelet_runs_its_static_pod_from_the_imported_images(real, stopwat
     real["pods"] = {}
     for numa in (0, 1):
         cri = CriTestClient(host, socket_of(numa))
-        with stopwatch(f"real kubelet: static pod running on kubelet@numa{numa}"):
+        with stopwatch(f"[{real['suite']}] real kubelet: static pod running on kubelet@numa{numa}"):
             sandbox, container = wait_for(
                 f"static pod {POD_NAME}-{NODE_NAMES[numa]} running through containerd@numa{numa}",
                 lambda c=cri, n=numa: running_static_pod(c, n),
@@ -293,7 +299,7 @@ def workload_pids(real) -> dict[int, int]:
 
 def test_static_pods_survive_a_kubelet_restart(real, stopwatch):
     view, before = real["view"], workload_pids(real)
-    with stopwatch("real kubelet: restart both kubelets, healthz ok again"):
+    with stopwatch(f"[{real['suite']}] real kubelet: restart both kubelets, healthz ok again"):
         view.sh("systemctl restart kubelet@numa0.service kubelet@numa1.service")
         for numa in (0, 1):
             wait_for(
@@ -313,7 +319,7 @@ def test_static_pods_survive_a_kubelet_restart(real, stopwatch):
 def test_destroy_stops_the_kubelets_and_their_pods(real, stopwatch):
     view, engine = real["view"], real["engine"]
     pids = workload_pids(real)
-    with stopwatch("real kubelet: destroy with static pods running"):
+    with stopwatch(f"[{real['suite']}] real kubelet: destroy with static pods running"):
         engine.destroy()
     for pid in pids.values():
         assert not view.exists(f"/proc/{pid}"), pid
@@ -328,4 +334,4 @@ def test_destroy_stops_the_kubelets_and_their_pods(real, stopwatch):
     after = set(view.sh(f"cat {ROOT_SUBTREE_CONTROL}").split()) - set(SYSTEMD_CGROUP_CONTROLLERS)
     assert after == set(real["root_controllers"].split()) - set(SYSTEMD_CGROUP_CONTROLLERS)
     assert not view.exists("/run/numa-kubelets")
-    TIMINGS.append(("real kubelet: version in the guest: " + real["version"], 0.0))
+    TIMINGS.append((f"[{real['suite']}] real kubelet: version in the guest: " + real["version"], 0.0))

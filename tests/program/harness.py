@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import runpy
 from dataclasses import dataclass
@@ -173,7 +174,12 @@ def run_program(stack_config: dict[str, Any], preview: bool = False) -> ProgramR
     def program() -> None:
         runpy.run_path(str(MAIN), run_name="__main__")
 
-    _sync_await(run_pulumi_func(program))
+    try:
+        _sync_await(run_pulumi_func(program))
+    finally:
+        # The program froze its objects for the cyclic GC (components/heap.py): in this process,
+        # which evaluates it again and again, they must become collectable once dropped.
+        gc.unfreeze()
     outputs = {key: _sync_await(pulumi.Output.from_input(value).future()) for key, value in root.outputs.items()}
     secret_outputs = {
         key for key, value in root.outputs.items() if _sync_await(pulumi.Output.from_input(value).is_secret())

@@ -8,6 +8,7 @@ is what these tests check, never a time.
 
 from __future__ import annotations
 
+import gc
 import pickle
 from typing import Any
 
@@ -71,3 +72,20 @@ def test_a_failing_construction_also_restores_the_pickler():
     except pulumi.RunError:
         pass
     assert pickler_methods() == before
+
+
+def test_the_program_freezes_what_it_built_and_the_harness_releases_it(monkeypatch):
+    """components/heap.py: the program's objects go to the GC's permanent generation once the
+    body has run; the harness, which evaluates the program again and again, unfreezes them."""
+    frozen_at_end: list[int] = []
+    unfreeze = gc.unfreeze
+
+    def recording_unfreeze() -> None:
+        frozen_at_end.append(gc.get_freeze_count())
+        unfreeze()
+
+    monkeypatch.setattr(gc, "unfreeze", recording_unfreeze)
+    run = run_program(fleet_config(hosts=2, numa_nodes=2, cluster=True, demo=False))
+    assert len(run.of_type(LIFECYCLE)) == 4
+    assert frozen_at_end and frozen_at_end[0] > 10_000  # config, plan, components, resources, outputs
+    assert gc.get_freeze_count() == 0

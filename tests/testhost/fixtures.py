@@ -13,6 +13,7 @@ it is never skipped.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -81,3 +82,27 @@ def boot_testhost(
 def numa_host(boot_testhost: BootTestHost) -> TestHost:
     """The origin machine (2 sockets; CPUs 0-3 on NUMA node 0, 4-7 on node 1), shared by the session."""
     return boot_testhost(ORIGIN)
+
+
+# The test host OSes the per-OS scenarios run on: comma-separated names of recipe.SUITES.
+# Default: all of them.
+HOST_SUITES = tuple(os.environ.get("NUMA_KUBELETS_POD_SUITES", ",".join(recipe.SUITES)).split(","))
+
+
+@pytest.fixture(scope="session")
+def origin_host_of(request: pytest.FixtureRequest, boot_testhost: BootTestHost) -> Callable[[str], TestHost]:
+    """Factory: the session's origin machine of a Debian suite, booted on first use and shared
+    by every module that asks for it; the default suite's is `numa_host`."""
+    hosts: dict[str, TestHost] = {}
+
+    def host_of(suite: str) -> TestHost:
+        if suite not in recipe.SUITES:
+            raise ValueError(f"NUMA_KUBELETS_POD_SUITES: unknown suite {suite!r} (known: {recipe.SUITES})")
+        if suite not in hosts:
+            if suite == recipe.DEFAULT_SUITE:
+                hosts[suite] = request.getfixturevalue("numa_host")
+            else:
+                hosts[suite] = boot_testhost(ORIGIN, suite=suite)
+        return hosts[suite]
+
+    return host_of
