@@ -12,6 +12,7 @@ from numa_kubelets.outputs import hosts_output
 from numa_kubelets.placement import demo_pods
 
 config, plan = read_stack()
+freeze_constructed_objects()
 private_key = ssh_private_key(config)
 kubeconfig = secret_or_none(config.kubeconfig)
 provider = kubernetes_provider(kubeconfig) if plan.cluster is not None else None
@@ -19,19 +20,21 @@ join = None
 if plan.cluster is not None and provider is not None:
     join = ClusterJoin("cluster", plan.cluster, secret_or_none(config.bootstrap_token), provider, kubeconfig)
 
-hosts = [
-    NumaHost(
-        host.name,
-        NumaHostArgs(
-            host,
-            plan,
-            private_key,
-            join.bootstrap_token if join else None,
-            cluster_dns=join.cluster_dns if join else None,
-        ),
+hosts = []
+for host in plan.hosts:
+    hosts.append(
+        NumaHost(
+            host.name,
+            NumaHostArgs(
+                host,
+                plan,
+                private_key,
+                join.bootstrap_token if join else None,
+                cluster_dns=join.cluster_dns if join else None,
+            ),
+        )
     )
-    for host in plan.hosts
-]
+    freeze_constructed_objects()  # per host: the GC stops rescanning hosts already built
 # Per kubelet: the resources its demo pod waits for (its Node labelled as the stack says).
 nodes = cluster_nodes(hosts, plan, provider, kubeconfig) if provider is not None else {}
 
