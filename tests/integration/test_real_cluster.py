@@ -45,6 +45,7 @@ from tests.integration.engine import Engine
 from tests.integration.hostcheck import HostView
 from tests.integration.realkubelet import (
     GUEST_KUBELET,
+    KUBELET_START_TIMEOUT,
     POD_START_TIMEOUT,
     install_real_kubelet,
     kubelet_journal,
@@ -428,6 +429,11 @@ def container_status(view: HostView, numa: int, uid: str) -> dict[str, str]:
     return view.process_status(pid)
 
 
+def cpu_manager_policy(view: HostView, numa: int) -> str | None:
+    result = view.host.run(f"cat /var/lib/kubelet-numa{numa}/cpu_manager_state", check=False)
+    return json.loads(result.stdout)["policyName"] if result.rc == 0 and result.stdout.strip() else None
+
+
 def test_static_managers_give_a_guaranteed_pod_exclusive_cpus_of_its_numa_node(joined, stopwatch):
     """The README's worked example with the real kubelet: its sum rule for reservedMemory accepted,
     a Guaranteed pod's CPUs exclusive and from the slice, its memory from its node."""
@@ -436,13 +442,19 @@ def test_static_managers_give_a_guaranteed_pod_exclusive_cpus_of_its_numa_node(j
     config = {**joined["config"], "kubeletVersion": "1.37", "kubeletConfig": STATIC_MANAGERS}
     with stopwatch("real cluster: none -> static managers (both kubelets restart)"):
         engine.up(config)
+        for numa in (0, 1):
+            assert view.main_pid(f"kubelet@numa{numa}.service") != before[numa]
+            # The Node still reads Ready from before the restart: the restarted kubelet is up once
+            # its CPU manager wrote its state file (the program removed the old one).
+            wait_for(
+                f"kubelet@numa{numa} running the static CPU manager",
+                lambda n=numa: cpu_manager_policy(view, n) == "static",
+                KUBELET_START_TIMEOUT,
+                lambda n=numa: kubelet_journal(view, n),
+            )
         provider = NodeLifecycleProvider()
         for props in lifecycles(joined):
-            provider.create(dict(props))  # Ready again, the program's own check
-    for numa in (0, 1):
-        assert view.main_pid(f"kubelet@numa{numa}.service") != before[numa]
-        state = json.loads(view.sh(f"cat /var/lib/kubelet-numa{numa}/cpu_manager_state"))
-        assert state["policyName"] == "static", state
+            provider.create(dict(props))  # Ready, the program's own check
     demo = demo_pods(joined)[1]
     core.create_namespaced_pod(NAMESPACE, guaranteed_pod(demo))
     with stopwatch("real cluster: Guaranteed pod with 2 CPUs running on node 1"):
