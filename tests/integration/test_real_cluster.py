@@ -25,6 +25,7 @@ Scenarios build on each other in file order; the fixture leaves host and cluster
 
 from __future__ import annotations
 
+import copy
 import json
 import shlex
 from typing import Any
@@ -237,8 +238,21 @@ def test_every_node_turns_ready_once_its_cni_config_exists_and_gets_the_stacks_l
     for props in lifecycles(joined):
         with stopwatch(f"real cluster: {props['nodeName']} Ready (the program's NodeLifecycle create)"):
             provider.create(dict(props))
-    # The stack's labels, as its NodePatch applies them: server-side apply under the stack's
-    # field manager, forced, with the stack's own credential.
+    apply_node_patches(joined, plan)
+    for kubelet in plan.kubelets:
+        node = joined["core"].read_node(kubelet.node_name)
+        assert node_ready(node), node.status.conditions
+        # The kubelet registered its identity labels, the stack's patch added the user's.
+        assert {**kubelet.identity_labels, **kubelet.label_map}.items() <= node.metadata.labels.items()
+        assert node.status.node_info.kubelet_version == joined["version"].removeprefix("Kubernetes ")
+        # The InternalIP is the kubelet's own address in its namespace (--node-ip).
+        addresses = {a.type: a.address for a in node.status.addresses}
+        assert kubelet.network is not None and addresses["InternalIP"] == kubelet.network.node_ip
+
+
+def apply_node_patches(joined, plan) -> None:
+    """The stack's labels, as its NodePatch applies them: server-side apply under the stack's
+    field manager, forced, with the stack's own credential."""
     stack_core = kube_client.CoreV1Api(api_for(joined["stack_kubeconfig"]))
     for kubelet in plan.kubelets:
         patch = cluster.node_label_patch(kubelet, STACK)
@@ -249,15 +263,25 @@ def test_every_node_turns_ready_once_its_cni_config_exists_and_gets_the_stacks_l
             force=True,
             _content_type="application/apply-patch+yaml",
         )
-    for kubelet in plan.kubelets:
-        node = joined["core"].read_node(kubelet.node_name)
-        assert node_ready(node), node.status.conditions
-        # The kubelet registered its identity labels, the stack's patch added the user's.
-        assert {**kubelet.identity_labels, **kubelet.label_map}.items() <= node.metadata.labels.items()
-        assert node.status.node_info.kubelet_version == joined["version"].removeprefix("Kubernetes ")
-        # The InternalIP is the kubelet's own address in its namespace (--node-ip).
-        addresses = {a.type: a.address for a in node.status.addresses}
-        assert kubelet.network is not None and addresses["InternalIP"] == kubelet.network.node_ip
+
+
+def test_a_label_change_reaches_the_node_and_runs_nothing_on_the_host(joined):
+    engine, core, plan = joined["engine"], joined["core"], joined["plan"]
+    kubelet = plan.kubelets[0]
+    changed = copy.deepcopy(joined["config"])
+    entry = changed["hosts"][0]["kubelets"][0]
+    entry["labels"] = {"numa-type": "green", "rack": "r7"}  # was {numa-type: red}
+    assert engine.up(changed) == []  # with a cluster the kubelet registers only its identity labels
+    apply_node_patches(joined, build_plan(load_config(changed)))
+    labels = core.read_node(kubelet.node_name).metadata.labels
+    assert labels["numa-type"] == "green" and labels["rack"] == "r7"
+    assert kubelet.identity_labels.items() <= labels.items()  # the kubelet's own stay
+    # Back to the stack as it was: the label the stack no longer declares goes with its owner.
+    assert engine.up(joined["config"]) == []
+    apply_node_patches(joined, plan)
+    labels = core.read_node(kubelet.node_name).metadata.labels
+    assert labels["numa-type"] == "red" and "rack" not in labels
+    assert kubelet.identity_labels.items() <= labels.items()
 
 
 def test_allocatable_is_the_numa_nodes_share_to_the_byte(joined):
@@ -469,12 +493,22 @@ def test_static_managers_give_a_guaranteed_pod_exclusive_cpus_of_its_numa_node(j
     exclusive = set(parse_cpulist(status["Cpus_allowed_list"]))
     assert len(exclusive) == 2 and exclusive <= set(parse_cpulist(CPUS[1])), status
     assert status["Mems_allowed_list"] == "1"
-    # The shared pool of node 1, where the (Burstable) demo pod runs, lost exactly those CPUs.
+    # The shared pool of node 1, where the (Burstable) demo pod runs, loses exactly those CPUs
+    # (at the CPU manager's next reconcile, every cpuManagerReconcilePeriod: 10 s).
     shared = set(parse_cpulist(CPUS[1])) - exclusive
     demo_pod = core.read_namespaced_pod(demo.name, NAMESPACE)
-    _, judged = verdict(joined, demo, demo_pod)
-    assert judged.ok, judged.failure_message()
-    assert [set(parse_cpulist(str(r.cpus))) for r in judged.readings] == [shared]
+
+    def demo_pod_cpus() -> list[set[int]]:
+        _, judged = verdict(joined, demo, demo_pod)
+        assert judged.ok, judged.failure_message()
+        return [set(parse_cpulist(str(r.cpus))) for r in judged.readings]
+
+    wait_for(
+        f"the demo pod on node 1 confined to the shared pool {sorted(shared)}",
+        lambda: demo_pod_cpus() == [shared],
+        60,
+        lambda: f"demo pod's CPUs: {demo_pod_cpus()}\n" + kubelet_journal(view, 1),
+    )
     core.delete_namespaced_pod(GUARANTEED_POD, NAMESPACE, grace_period_seconds=0)
 
 
