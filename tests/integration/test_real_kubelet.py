@@ -206,18 +206,23 @@ def test_each_kubelet_answers_healthz_on_its_port(real, stopwatch):
 UNKNOWN_FIELD = "podLogDirectory"  # a plausible misspelling of podLogsDir
 
 
-def test_an_unknown_kubelet_configuration_field_is_refused_by_the_core_and_by_the_real_kubelet(real):
+def test_an_unknown_kubelet_configuration_field_is_refused_by_the_core_the_real_kubelet_ignores_it(real):
+    """Measured: kubelet 1.37 decodes its file strictly, and on an unknown field logs the error
+    and decodes it again leniently, dropping the field. A misspelt field would go unnoticed on
+    the host: the core's refusal is the only guard."""
     config = copy.deepcopy(real["config"])
     config["kubeletConfig"] = {UNKNOWN_FIELD: "/var/log/pods"}
     with pytest.raises(ConfigError, match=f"kubeletConfig.{UNKNOWN_FIELD}: unknown KubeletConfiguration field"):
         load_config(config)
-    # The same file handed to the real kubelet: its strict decoder refuses it before doing anything.
     document = {"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration", UNKNOWN_FIELD: "x"}
     path = f"{MANIFESTS_ROOT}/strict-decoding.yaml"
     write_atomically(real["view"], path, yaml.safe_dump(document))
+    # It then stops for want of an API server (webhook authentication by default): not the file.
     result = real["host"].run(f"timeout 120 {q(GUEST_KUBELET)} --config={q(path)}", check=False)
-    assert result.rc == 1, result.stdout + result.stderr
-    assert f'unknown field "{UNKNOWN_FIELD}"' in result.stdout + result.stderr
+    output = result.stdout + result.stderr
+    assert f'strict decoding error: unknown field \\"{UNKNOWN_FIELD}\\"' in output, output
+    assert "Using lenient decoding as strict decoding failed" in output
+    assert "failed to load kubelet config file" not in output
 
 
 def test_each_kubelet_runs_its_static_pod_from_the_imported_images(real, stopwatch):
