@@ -445,12 +445,14 @@ def guaranteed_pod(demo: DemoPod) -> dict[str, Any]:
 
 
 def container_status(view: HostView, numa: int, uid: str) -> dict[str, str]:
-    """Cpus/Mems_allowed_list of the one process of the pod's container (Guaranteed pods sit
-    right under numa<N>-kubepods.slice)."""
+    """Cpus/Mems_allowed_list of the pod's workload process (`sleep`, not the sandbox's pause),
+    found in the pod's cgroup: Guaranteed pods sit right under numa<N>-kubepods.slice."""
     pod_slice = f"numa{numa}-kubepods-pod{uid.replace('-', '_')}.slice"
-    procs = f"/sys/fs/cgroup/numa{numa}.slice/numa{numa}-kubepods.slice/{pod_slice}/cri-containerd-*.scope/cgroup.procs"
-    [pid] = view.sh(f"cat {procs}").split()
-    return view.process_status(pid)
+    scopes = f"/sys/fs/cgroup/numa{numa}.slice/numa{numa}-kubepods.slice/{pod_slice}/cri-containerd-*.scope"
+    pids = view.sh(f"cat {scopes}/cgroup.procs").split()
+    workload = [pid for pid in pids if view.sh(f"tr '\\0' ' ' < /proc/{int(pid)}/cmdline").strip() == " ".join(COMMAND)]
+    assert len(workload) == 1, f"processes in {scopes}: {pids}"
+    return view.process_status(workload[0])
 
 
 def cpu_manager_policy(view: HostView, numa: int) -> str | None:
