@@ -426,6 +426,26 @@ def test_a_device_plugin_in_one_kubelets_directory_shows_up_on_that_node_only(jo
         view.sh(f"systemctl stop {DEVICE_PLUGIN_UNIT} 2>/dev/null || true; rm -f {q(GUEST_DEVICE_PLUGIN)}")
 
 
+def test_a_containerd_restart_keeps_the_pods_and_the_node_ready(joined, stopwatch):
+    """Before the static managers' restart of both kubelets: the kubelet reports its runtime
+    down and up again after this, and the drain below must see its Node Ready."""
+    view, core = joined["view"], joined["core"]
+    demo = demo_pods(joined)[1]
+    pid_before = verdict(joined, demo, core.read_namespaced_pod(demo.name, NAMESPACE))[1].readings[0].pid
+    with stopwatch("real cluster: restart containerd@numa1"):
+        view.sh("systemctl restart containerd@numa1.service")
+        wait_for(
+            "containerd@numa1 active again",
+            lambda: view.active("containerd@numa1.service"),
+            120,
+            lambda: view.sh("journalctl --no-pager -u containerd@numa1.service -n 40"),
+        )
+    _, judged = verdict(joined, demo, core.read_namespaced_pod(demo.name, NAMESPACE))
+    assert judged.ok, judged.failure_message()
+    assert [r.pid for r in judged.readings] == [pid_before]  # the same process: the shim kept it
+    assert node_ready(core.read_node(demo.kubelet.node_name))
+
+
 STATIC_MANAGERS = {
     "cpuManagerPolicy": "static",
     "memoryManagerPolicy": "Static",
@@ -511,25 +531,9 @@ def test_static_managers_give_a_guaranteed_pod_exclusive_cpus_of_its_numa_node(j
         60,
         lambda: f"demo pod's CPUs: {demo_pod_cpus()}\n" + kubelet_journal(view, 1),
     )
-    core.delete_namespaced_pod(GUARANTEED_POD, NAMESPACE, grace_period_seconds=0)
-
-
-def test_a_containerd_restart_keeps_the_pods_and_the_node_ready(joined, stopwatch):
-    view, core = joined["view"], joined["core"]
-    demo = demo_pods(joined)[1]
-    pid_before = verdict(joined, demo, core.read_namespaced_pod(demo.name, NAMESPACE))[1].readings[0].pid
-    with stopwatch("real cluster: restart containerd@numa1"):
-        view.sh("systemctl restart containerd@numa1.service")
-        wait_for(
-            "containerd@numa1 active again",
-            lambda: view.active("containerd@numa1.service"),
-            120,
-            lambda: view.sh("journalctl --no-pager -u containerd@numa1.service -n 40"),
-        )
-    _, judged = verdict(joined, demo, core.read_namespaced_pod(demo.name, NAMESPACE))
-    assert judged.ok, judged.failure_message()
-    assert [r.pid for r in judged.readings] == [pid_before]  # the same process: the shim kept it
-    assert node_ready(core.read_node(demo.kubelet.node_name))
+    # Gracefully, and until gone: its sandbox is torn down by the kubelet, network namespace and all.
+    core.delete_namespaced_pod(GUARANTEED_POD, NAMESPACE)
+    wait_for(f"{GUARANTEED_POD} deleted", lambda: pod_gone(core, GUARANTEED_POD), POD_START_TIMEOUT, lambda: "")
 
 
 def test_removing_the_nodes_drains_and_deletes_them(joined, stopwatch):
