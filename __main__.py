@@ -7,6 +7,7 @@ from components.demo import demo_placements
 from components.heap import freeze_constructed_objects
 from components.host import NumaHost, NumaHostArgs
 from components.kubernetes import kubernetes_provider
+from components.rollout import REVISIONS_OUTPUT, Rollout
 from components.stack_config import read_stack, secret_or_none, ssh_private_key
 from numa_kubelets.outputs import hosts_output
 from numa_kubelets.placement import demo_pods
@@ -20,6 +21,8 @@ join = None
 if plan.cluster is not None and provider is not None:
     join = ClusterJoin("cluster", plan.cluster, secret_or_none(config.bootstrap_token), provider, kubeconfig)
 
+# Kubelets a change restarts go in batches (rollout); each one's turn is settled once all exist.
+rollout = Rollout(plan)
 hosts = []
 for host in plan.hosts:
     hosts.append(
@@ -31,12 +34,24 @@ for host in plan.hosts:
                 private_key,
                 join.bootstrap_token if join else None,
                 cluster_dns=join.cluster_dns if join else None,
+                turns={kubelet.node_name: rollout.turn_of(kubelet.node_name) for kubelet in host.kubelets},
             ),
         )
     )
     freeze_constructed_objects()  # per host: the GC stops rescanning hosts already built
 # Per kubelet: the resources its demo pod waits for (its Node labelled as the stack says).
 nodes = cluster_nodes(hosts, plan, provider, kubeconfig) if provider is not None else {}
+instances = {kubelet.node_name: kubelet for host in hosts for kubelet in host.kubelets}
+pulumi.export(
+    REVISIONS_OUTPUT,
+    rollout.settle(
+        revisions={name: instance.revision for name, instance in instances.items()},
+        # A restart is over once the Node is Ready again (with a cluster), else once the kubelet command ran.
+        finished={name: nodes[name].lifecycle if nodes else instance.kubelet for name, instance in instances.items()},
+        kubeconfig=kubeconfig,
+        parents=instances,
+    ),
+)
 
 hugepages = {kubelet.node_name: {"hugepages": kubelet.hugepages} for host in hosts for kubelet in host.kubelets}
 pulumi.export("hosts", hosts_output(plan, hugepages))

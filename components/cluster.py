@@ -132,6 +132,9 @@ class ClusterNodeArgs:
     kubeconfig: pulumi.Output[str] | None
     # The kubelet (and the host's own services): the Node leaves before anything on the host goes.
     after: list[pulumi.Resource]
+    # The kubelet's restart revision: a new one updates the lifecycle, which then waits for the
+    # restarted kubelet's Node to be Ready and uncordons it (components/rollout.py).
+    revision: pulumi.Input[str]
 
 
 class ClusterNode(pulumi.ComponentResource):
@@ -152,6 +155,7 @@ class ClusterNode(pulumi.ComponentResource):
                 "drainTimeoutSeconds": plan.drain_timeout_seconds,
                 "journalCommand": cluster.journal_command(args.host, kubelet),
                 "kubeconfig": pulumi.Output.secret(args.kubeconfig) if args.kubeconfig is not None else None,
+                "revision": args.revision,
             },
             pulumi.ResourceOptions(parent=self, depends_on=args.after),
         )
@@ -181,6 +185,7 @@ def cluster_nodes(
                     provider,
                     kubeconfig,
                     after=[instance.kubelet, host.host_services],
+                    revision=instance.revision,
                 ),
                 pulumi.ResourceOptions(parent=instance),
             )

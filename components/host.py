@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import pulumi
@@ -21,6 +22,8 @@ class NumaHostArgs:
     ssh_private_key: pulumi.Output[str] | None
     bootstrap_token: pulumi.Output[str] | None
     cluster_dns: pulumi.Output[str] | None = None
+    # Per node name: the kubelet's turn in the rollout (components/rollout.py).
+    turns: Mapping[str, pulumi.Output[list[pulumi.Resource]]] | None = None
 
 
 def connection_for(host: HostPlan, private_key: pulumi.Output[str] | None) -> command.remote.ConnectionArgs:
@@ -69,6 +72,7 @@ class NumaHost(pulumi.ComponentResource):
                     args.bootstrap_token,
                     after=[self.preflight],
                     cluster_dns=args.cluster_dns,
+                    turn=args.turns[kubelet.node_name] if args.turns is not None else None,
                 ),
                 child,
             )

@@ -6,6 +6,7 @@ import pulumi
 
 from numa_kubelets import cluster, scripts
 from numa_kubelets.reservations import parse_hugepage_report
+from numa_kubelets.revision import restart_revision
 
 from .remote import NumaNodeArgs, remote_command
 
@@ -42,12 +43,15 @@ class KubeletInstance(pulumi.ComponentResource):
                 args.bootstrap_token.apply(lambda token: scripts.bootstrap_kubeconfig_stdin(kubelet, plan, token))
             )
         kubelet_scripts: scripts.HostScripts | pulumi.Output[scripts.HostScripts]
+        # Its restart revision, from the same plan as its scripts (the cluster DNS is in its config).
+        self.revision: pulumi.Output[str]
         if args.cluster_dns is None:
             kubelet_scripts = scripts.kubelet_scripts(args.host, kubelet, plan)
+            self.revision = pulumi.Output.from_input(restart_revision(kubelet, plan))
         else:
-            kubelet_scripts = args.cluster_dns.apply(
-                lambda dns: scripts.kubelet_scripts(args.host, kubelet, cluster.with_cluster_dns(plan, dns))
-            )
+            resolved = args.cluster_dns.apply(lambda dns: cluster.with_cluster_dns(plan, dns))
+            kubelet_scripts = resolved.apply(lambda known: scripts.kubelet_scripts(args.host, kubelet, known))
+            self.revision = resolved.apply(lambda known: restart_revision(kubelet, known))
         self.kubelet = remote_command(
             kubelet.kubelet_command,
             args.connection,

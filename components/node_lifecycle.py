@@ -2,7 +2,8 @@
 
 A Pulumi dynamic resource, one per kubelet of a stack with a cluster:
 - create/update: wait (bounded by demo.readyTimeout) until the Node is Ready and carries this
-  kubelet's automatic labels, then set the kubelet's taints on it;
+  kubelet's automatic labels, then set the kubelet's taints on it and uncordon it when the
+  rollout cordoned it (its `revision` input changes with every restart, so it runs after each);
 - delete: cordon, drain through the eviction API (PodDisruptionBudgets respected, bounded by
   cluster.drainTimeout, DaemonSet pods left alone) and delete the Node; or, with
   cluster.removeNodes false, only take the stack's taints back off.
@@ -38,6 +39,12 @@ MERGE_PATCH = "application/merge-patch+json"
 
 class NodeLifecycleError(Exception):
     """Fails the Pulumi operation with a message meant for the user."""
+
+
+class DrainTimedOut(Exception):
+    def __init__(self, blocked: Mapping[str, str]) -> None:
+        super().__init__("drain timed out")
+        self.blocked = blocked
 
 
 class NodeOperations:
@@ -115,7 +122,12 @@ class NodeOperations:
         """Cordon, drain, delete; a Node that is already gone is already removed."""
         if not self._cordon(name):
             return
-        self._drain(name, drain_timeout_seconds)
+        try:
+            self._drain(name, drain_timeout_seconds)
+        except DrainTimedOut as timeout:
+            raise NodeLifecycleError(
+                cluster.drain_timeout_message(name, drain_timeout_seconds, timeout.blocked)
+            ) from None
         try:
             self.api.delete_node(name, _preload_content=False)
         except ApiException as error:
@@ -130,6 +142,39 @@ class NodeOperations:
             self.remove(name, 0)
             return
         self.reconcile_taints(name, previously_declared, ())
+
+    # ------------------------------------------------------------ restarting (rollout.py)
+
+    def drain_for_restart(self, name: str, revision: str, drain_timeout_seconds: int) -> None:
+        """Cordon (marked as the rollout's) and drain before the kubelet restarts; a failed drain
+        puts the Node back in service, since its kubelet is then left alone."""
+        node = self.node(name)
+        if node is None:
+            return  # never registered: no pods to move
+        patch = cluster.rollout_cordon_patch(node, revision)
+        if patch is not None:
+            self._patch(name, patch, "cordoning")
+        try:
+            self._drain(name, drain_timeout_seconds)
+        except DrainTimedOut as timeout:
+            self.end_rollout(name)
+            raise NodeLifecycleError(
+                cluster.rollout_drain_failed_message(name, drain_timeout_seconds, timeout.blocked)
+            ) from None
+
+    def end_rollout(self, name: str) -> None:
+        """Uncordon a Node the rollout cordoned (one cordoned by someone else stays so)."""
+        node = self.node(name)
+        patch = cluster.rollout_uncordon_patch(node) if node is not None else None
+        if patch is not None:
+            self._patch(name, patch, "uncordoning")
+
+    def _patch(self, name: str, patch: dict[str, Any], action: str) -> None:
+        try:
+            self.api.patch_node(name, patch, _content_type=MERGE_PATCH, _preload_content=False)
+        except ApiException as error:
+            if error.status != NOT_FOUND:
+                raise api_failure(f"{action} Node {name}", error) from None
 
     def _is_ready(self, name: str) -> bool:
         node = self.node(name)
@@ -155,7 +200,7 @@ class NodeOperations:
             # An accepted eviction leaves the pod terminating: it stays listed until it is gone.
             blocked = {cluster.pod_key(pod): self._evict(pod) or "evicted, still terminating" for pod in remaining}
             if self.clock() >= deadline:
-                raise NodeLifecycleError(cluster.drain_timeout_message(name, timeout_seconds, blocked))
+                raise DrainTimedOut(blocked)
             self.sleep(self.poll_seconds)
 
     def _evict(self, pod: Mapping[str, Any]) -> str | None:
@@ -243,6 +288,8 @@ class NodeLifecycleProvider(dynamic.ResourceProvider):
         name = props["nodeName"]
         operations.wait_ready(name, props["identityLabels"], int(props["readyTimeoutSeconds"]), props["journalCommand"])
         operations.reconcile_taints(name, previously_declared, cluster.taints_from(props.get("taints") or []))
+        # Back from a restart the rollout drained it for (NodeDrain): schedulable again.
+        operations.end_rollout(name)
 
 
 class NodeLifecycle(SafeDynamicResource, module="numa-kubelets", name="NodeLifecycle"):

@@ -16,16 +16,20 @@ class NumaSlice(pulumi.ComponentResource):
     def __init__(self, name: str, args: NumaNodeArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("numa-kubelets:index:NumaSlice", name, None, opts)
         layout = args.kubelet.layout
+        after: pulumi.Input[list[pulumi.Resource]] = args.after
+        if args.turn is not None:
+            before = args.after
+            after = args.turn.apply(lambda turn: [*before, *turn])
         self.unit = remote_command(
             args.kubelet.slice_command,
             args.connection,
             scripts.slice_scripts(args.host, args.kubelet),
             parent=self,
-            depends_on=args.after,
+            depends_on=after,
         )
         self.kubelet = KubeletInstance(
             args.kubelet.resource_name,
-            dataclasses.replace(args, after=[self.unit]),
+            dataclasses.replace(args, after=[self.unit], turn=None),
             pulumi.ResourceOptions(parent=self),
         )
         self.register_outputs(

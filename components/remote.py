@@ -22,6 +22,9 @@ class NumaNodeArgs:
     bootstrap_token: pulumi.Output[str] | None
     # Children do not inherit a component's dependencies: the first command waits explicitly.
     after: list[pulumi.Resource]
+    # What its first command also waits for, known once the whole stack is built: its turn in
+    # the rollout (components/rollout.py). None: nothing.
+    turn: pulumi.Output[list[pulumi.Resource]] | None = None
     # With a cluster and no cluster.dns: the kube-dns Service's clusterIP, as the cluster says.
     cluster_dns: pulumi.Output[str] | None = None
 
@@ -31,7 +34,7 @@ def remote_command(
     connection: command.remote.ConnectionArgs,
     host_scripts: HostScripts | pulumi.Output[HostScripts],
     parent: pulumi.Resource,
-    depends_on: list[pulumi.Resource] | None = None,
+    depends_on: pulumi.Input[list[pulumi.Resource]] | None = None,
     stdin: pulumi.Input[str] | None = None,
     with_delete: bool = True,
 ) -> command.remote.Command:

@@ -294,6 +294,39 @@ def drain_timeout_message(node_name: str, timeout_seconds: int, blocked: Mapping
     )
 
 
+# Set on a Node the rollout cordoned, so that only the rollout uncordons it: a Node someone
+# else cordoned stays so. The value is the restart revision the drain was for.
+ROLLOUT_ANNOTATION = "numa-kubelets.io/drained-for-revision"
+
+
+def rollout_cordon_patch(node: Mapping[str, Any], revision: str) -> Json | None:
+    """The merge patch that cordons a Node for a restart; None when someone else cordoned it (it
+    is drained all the same, and left cordoned afterwards)."""
+    spec = node.get("spec") or {}
+    annotations = (node.get("metadata") or {}).get("annotations") or {}
+    if spec.get("unschedulable") and ROLLOUT_ANNOTATION not in annotations:
+        return None
+    return {"metadata": {"annotations": {ROLLOUT_ANNOTATION: revision}}, "spec": {"unschedulable": True}}
+
+
+def rollout_uncordon_patch(node: Mapping[str, Any]) -> Json | None:
+    """Back in service after the restart (or a failed drain); None when the rollout did not cordon it."""
+    annotations = (node.get("metadata") or {}).get("annotations") or {}
+    if ROLLOUT_ANNOTATION not in annotations:
+        return None
+    return {"metadata": {"annotations": {ROLLOUT_ANNOTATION: None}}, "spec": {"unschedulable": None}}
+
+
+def rollout_drain_failed_message(node_name: str, timeout_seconds: int, blocked: Mapping[str, str]) -> str:
+    pods = "; ".join(f"{pod}: {why}" for pod, why in sorted(blocked.items()))
+    return (
+        f"draining Node {node_name} before its kubelet restarts did not finish within {timeout_seconds}s "
+        f"(cluster.drainTimeout); pods still there: {pods}. The kubelet was not restarted and the Node is "
+        "schedulable again; no kubelet after it was touched. Resolve the blocker (e.g. the "
+        "PodDisruptionBudget) or raise cluster.drainTimeout, then run the update again"
+    )
+
+
 def api_error_message(action: str, status: int | None, reason: str | None, body: str | None) -> str:
     """A readable account of a failed API call: the Status message, not the raw response."""
     detail = ""

@@ -98,6 +98,19 @@ class KubeletSpec(StrictModel):
     kubelet_config: dict[str, Any] = Field(default_factory=dict, alias="kubeletConfig")
     address: IPv4Cidr | None = None  # namespace mode: the node IP with its prefix length
     device: InterfaceName | None = None  # uplink device: the interface moved into the namespace
+    # A canary: this kubelet's own binary (and the version its KubeletConfiguration is for).
+    kubelet_path: AbsolutePath | None = Field(default=None, alias="kubeletPath")
+    kubelet_version: StrictStr | None = Field(default=None, alias="kubeletVersion")
+
+
+class RolloutSpec(StrictModel):
+    """rollout (stack) and hosts[].rollout: how kubelets whose change restarts them are rolled.
+
+    Unset keys fall back to the stack's, then to the defaults of rollout.py.
+    """
+
+    max_unavailable: Annotated[StrictInt, Field(ge=1)] | None = Field(default=None, alias="maxUnavailable")
+    drain: StrictBool | None = None
 
 
 class NetworkSpec(StrictModel):
@@ -123,6 +136,9 @@ class HostSpec(StrictModel):
     kubelets: list[KubeletSpec] | None = None
     network: NetworkSpec = Field(default_factory=NetworkSpec)
     kubelet_config: dict[str, Any] = Field(default_factory=dict, alias="kubeletConfig")
+    kubelet_path: AbsolutePath | None = Field(default=None, alias="kubeletPath")
+    kubelet_version: StrictStr | None = Field(default=None, alias="kubeletVersion")
+    rollout: RolloutSpec = Field(default_factory=RolloutSpec)
 
 
 class ClusterSpec(StrictModel):
@@ -168,6 +184,7 @@ class StackConfig(StrictModel):
     kubelet_config: dict[str, Any] = Field(default_factory=dict, alias="kubeletConfig")
     kubelet_version: StrictStr = Field(default=kubelet_configuration.DEFAULT_KUBELET_VERSION, alias="kubeletVersion")
     containerd: ContainerdSpec = Field(default_factory=ContainerdSpec)
+    rollout: RolloutSpec = Field(default_factory=RolloutSpec)
 
     @property
     def demo_enabled(self) -> bool:
@@ -175,7 +192,7 @@ class StackConfig(StrictModel):
 
 
 # Keys whose Pulumi config value is a JSON document rather than a plain string.
-_STRUCTURED_KEYS = {"hosts", "cluster", "demo", "kubeletConfig", "containerd"}
+_STRUCTURED_KEYS = {"hosts", "cluster", "demo", "kubeletConfig", "containerd", "rollout"}
 
 
 def decode_pulumi_values(values: Mapping[str, str]) -> dict[str, Any]:
@@ -255,23 +272,56 @@ def semantic_problems(config: StackConfig) -> list[Problem]:
     for index, host in enumerate(config.hosts):
         problems.extend(host_problems(host, f"hosts[{index}]"))
     problems.extend(kubelet_config_problems(config))
+    problems.extend(rollout_problems(config))
     return problems
 
 
 def kubelet_config_problems(config: StackConfig) -> list[Problem]:
-    """Each `kubeletConfig` layer on its own; the merged ones are checked with the plan."""
-    version_problems = kubelet_configuration.kubelet_version_problems(config.kubelet_version, "kubeletVersion")
-    version = kubelet_configuration.SCHEMA_KUBELET_VERSION if version_problems else config.kubelet_version
+    """Each `kubeletConfig` layer on its own, against the kubelet version of its level (a host or
+    a kubelet may run its own); the merged ones are checked with the plan."""
     joined = config.cluster is not None
-    problems = version_problems + kubelet_configuration.layer_problems(
-        config.kubelet_config, "kubeletConfig", version, joined
-    )
+    problems, stack_version = _checked_version(config.kubelet_version, "kubeletVersion")
+    problems += kubelet_configuration.layer_problems(config.kubelet_config, "kubeletConfig", stack_version, joined)
     for host_index, host in enumerate(config.hosts):
         path = f"hosts[{host_index}]"
-        problems += kubelet_configuration.layer_problems(host.kubelet_config, f"{path}.kubeletConfig", version, joined)
+        host_problems_, host_version = _checked_version(host.kubelet_version, f"{path}.kubeletVersion", stack_version)
+        problems += host_problems_
+        problems += kubelet_configuration.layer_problems(
+            host.kubelet_config, f"{path}.kubeletConfig", host_version, joined
+        )
         for index, kubelet in enumerate(host.kubelets or []):
-            layer_path = f"{path}.kubelets[{index}].kubeletConfig"
-            problems += kubelet_configuration.layer_problems(kubelet.kubelet_config, layer_path, version, joined)
+            kubelet_path = f"{path}.kubelets[{index}]"
+            own_problems, version = _checked_version(
+                kubelet.kubelet_version, f"{kubelet_path}.kubeletVersion", host_version
+            )
+            problems += own_problems
+            problems += kubelet_configuration.layer_problems(
+                kubelet.kubelet_config, f"{kubelet_path}.kubeletConfig", version, joined
+            )
+    return problems
+
+
+def _checked_version(version: str | None, path: str, inherited: str | None = None) -> tuple[list[Problem], str]:
+    """The problems of a kubeletVersion and the version to check its layers against (the schema's
+    own when it is wrong, so that the layers' problems are still reported)."""
+    if version is None:
+        return [], inherited or kubelet_configuration.SCHEMA_KUBELET_VERSION
+    problems = kubelet_configuration.kubelet_version_problems(version, path)
+    return problems, kubelet_configuration.SCHEMA_KUBELET_VERSION if problems else version
+
+
+def rollout_problems(config: StackConfig) -> list[Problem]:
+    """Draining needs a cluster to drain from."""
+    if config.cluster is not None:
+        return []
+    problems = []
+    if config.rollout.drain:
+        problems.append(Problem("rollout.drain", "there is no cluster to drain from; set cluster or drop drain"))
+    for index, host in enumerate(config.hosts):
+        if host.rollout.drain:
+            problems.append(
+                Problem(f"hosts[{index}].rollout.drain", "there is no cluster to drain from; set cluster or drop drain")
+            )
     return problems
 
 

@@ -12,6 +12,7 @@ from .config import ConfigError, HostSpec, KubeletSpec, Problem, StackConfig, de
 from .cpulist import CpuSet
 from .kubelet_config import KubeletSettings
 from .network import HostNetwork, KubeletNetwork
+from .rollout import NOT_LIMITED, RolloutPolicy, rollout_policy
 from .validators import duration_seconds
 
 BASE_PORT = 10250
@@ -64,6 +65,11 @@ class InstanceLayout:
     @property
     def kubelet_config(self) -> str:
         return f"{self.config_dir}/kubelet-config.yaml"
+
+    @property
+    def register_taints_config(self) -> str:
+        """registerWithTaints, apart: read only at registration, so a change restarts nothing."""
+        return f"{self.config_dir}/register-with-taints.conf"
 
     @property
     def kubelet_config_dropin_dir(self) -> str:
@@ -174,6 +180,9 @@ class KubeletPlan:
     host_numa_nodes: tuple[int, ...]  # every NUMA node of the host, memory-only ones included
     taints: tuple[Taint, ...] = ()
     network: KubeletNetwork | None = None  # namespace mode only
+    # Its binary and the minor its KubeletConfiguration is for: the stack's, its host's, or its own.
+    kubelet_path: str = "/usr/bin/kubelet"
+    kubelet_version: str = kubelet_config.DEFAULT_KUBELET_VERSION
 
     @property
     def label_map(self) -> dict[str, str]:
@@ -223,6 +232,7 @@ class HostPlan:
     system_mems: CpuSet
     kubelets: tuple[KubeletPlan, ...]
     network: HostNetwork | None = None  # namespace mode only
+    rollout: RolloutPolicy = NOT_LIMITED
 
     @property
     def preflight_command(self) -> str:
@@ -266,6 +276,7 @@ class Plan:
     demo_enabled: bool
     sandbox_image: str | None = None
     kubelet_version: str = kubelet_config.DEFAULT_KUBELET_VERSION
+    rollout: RolloutPolicy = NOT_LIMITED
 
     @property
     def kubelets(self) -> tuple[KubeletPlan, ...]:
@@ -291,6 +302,8 @@ def plan_host(host: HostSpec, host_index: int, stack: StackConfig, with_network:
     online = CpuSet()
     for cpus in node_cpus.values():
         online = online | cpus
+    host_kubelet_path = host.kubelet_path or stack.kubelet_path
+    host_kubelet_version = host.kubelet_version or stack.kubelet_version
     kubelets = []
     for index, (position, spec) in enumerate(kubelet_specs(host)):
         cpus = spec.cpus if spec.cpus is not None else node_cpus[spec.numa_node] - system_cpus
@@ -308,6 +321,7 @@ def plan_host(host: HostSpec, host_index: int, stack: StackConfig, with_network:
         # In namespace mode each kubelet has the port space of its own namespace.
         port_offset = 0 if namespaced else PORT_STRIDE * index
         instance = f"numa{spec.numa_node}"
+        kubelet_version = spec.kubelet_version or host_kubelet_version
         kubelets.append(
             KubeletPlan(
                 host=host.name,
@@ -323,10 +337,12 @@ def plan_host(host: HostSpec, host_index: int, stack: StackConfig, with_network:
                 read_only_port=spec.read_only_port,
                 reserved_cpus=len(online) - len(cpus),
                 layout=InstanceLayout(instance),
-                settings=kubelet_config.resolve(layers, stack.kubelet_version, online, cpus, len(node_cpus)),
+                settings=kubelet_config.resolve(layers, kubelet_version, online, cpus, len(node_cpus)),
                 host_numa_nodes=tuple(sorted(node_cpus)),
                 taints=tuple(Taint(t.key, t.value, t.effect) for t in spec.taints),
                 network=network.plan_kubelet_network(host_network, spec, instance),
+                kubelet_path=spec.kubelet_path or host_kubelet_path,
+                kubelet_version=kubelet_version,
             )
         )
     return HostPlan(
@@ -340,6 +356,7 @@ def plan_host(host: HostSpec, host_index: int, stack: StackConfig, with_network:
         system_mems=CpuSet(node_cpus),
         kubelets=tuple(kubelets),
         network=host_network,
+        rollout=rollout_policy(stack, host),
     )
 
 
@@ -361,6 +378,7 @@ def build_plan(config: StackConfig) -> Plan:
         demo_enabled=config.demo_enabled,
         sandbox_image=config.containerd.sandbox_image,
         kubelet_version=config.kubelet_version,
+        rollout=rollout_policy(config),
     )
 
 

@@ -197,14 +197,23 @@ def kubelet_config(kubelet: KubeletPlan, cluster: ClusterPlan | None) -> HostFil
         document["clusterDNS"] = [cluster.dns]
         document["clusterDomain"] = cluster.domain
         document["serverTLSBootstrap"] = cluster.server_tls_bootstrap
-    if kubelet.taints:
-        # Only at registration; afterwards the stack reconciles them through the API.
-        document["registerWithTaints"] = [taint.manifest() for taint in kubelet.taints]
     # The user's kubeletConfig (owned fields were refused) and the NUMA-derived manager settings.
     document.update(kubelet.settings.rendered_fields())
     if kubelet.network is not None and kubelet.network.resolv_conf is not None:
         document["resolvConf"] = kubelet.network.resolv_conf
     return HostFile(layout.kubelet_config, HEADER + _shared_yaml(document))
+
+
+def register_taints_config(kubelet: KubeletPlan) -> HostFile:
+    """The taints the kubelet registers its Node with, as a drop-in the prepare script puts in
+    place at each start. The kubelet reads them only at registration (afterwards the stack
+    reconciles them through the API), so a change is installed without a restart."""
+    document = {
+        "apiVersion": KUBELET_CONFIG_API,
+        "kind": "KubeletConfiguration",
+        "registerWithTaints": [taint.manifest() for taint in kubelet.taints],
+    }
+    return HostFile(kubelet.layout.register_taints_config, HEADER + _yaml(document))
 
 
 # What the kubelet checks its cgroupRoot's cgroup for (those of them the root cgroup has):
@@ -305,6 +314,8 @@ def prepare_script(kubelet: KubeletPlan) -> HostFile:
         + reservations.dropin_shell(kubelet.reserved_cpus)
         + f"}} > {dropin_dir}/.50-system-reserved.conf.tmp\n"
         + f"mv -f {dropin_dir}/.50-system-reserved.conf.tmp {dropin_dir}/50-system-reserved.conf\n"
+        + f"cp {layout.register_taints_config} {dropin_dir}/.10-register-with-taints.conf.tmp\n"
+        + f"mv -f {dropin_dir}/.10-register-with-taints.conf.tmp {dropin_dir}/10-register-with-taints.conf\n"
         + reservations.state_functions_shell(layout.root_dir)
         + reservations.reconcile_managers_shell(layout.root_dir, kubelet.settings.cpu_manager_identity)
         + cgroup_controllers_shell(layout.slice)
@@ -386,7 +397,7 @@ def kubelet_unit(kubelet: KubeletPlan, plan: Plan) -> HostFile:
         # The device-plugin socket path is hard-coded and a starting kubelet deletes foreign
         # sockets: each kubelet sees its own directory there, in its own mount namespace.
         + f"ExecStart={UNSHARE} --mount --propagation unchanged -- /bin/sh {layout.namespace_script} \\\n"
-        + f"    {plan.kubelet_path} \\\n    {arguments}\n"
+        + f"    {kubelet.kubelet_path} \\\n    {arguments}\n"
         + "Restart=always\n"
         + "RestartSec=5\n"
         + "\n"

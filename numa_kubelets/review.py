@@ -323,6 +323,21 @@ def bootstrap_token_placeholder(plan: Plan) -> str:
     return secret_placeholder("bootstrapToken")
 
 
+def _own_kubelet_binaries(plan: Plan) -> list[str]:
+    """Kubelets that run another binary or version than the stack's (a canary), one line each."""
+    return [
+        f"- kubelet {kubelet.node_name} runs its own binary: {kubelet.kubelet_path} ({kubelet.kubelet_version})\n"
+        for kubelet in plan.kubelets
+        if (kubelet.kubelet_path, kubelet.kubelet_version) != (plan.kubelet_path, plan.kubelet_version)
+    ]
+
+
+def _rollout_summary(plan: Plan) -> str:
+    limit = plan.rollout.max_unavailable
+    at_once = "all at once" if limit is None else f"at most {limit} kubelet(s) at once"
+    return f"{at_once}, {'drained first' if plan.rollout.drain else 'not drained'}"
+
+
 def summary(plan: Plan) -> str:
     if plan.cluster is not None:
         target = f"joins the cluster at {plan.cluster.server} (bootstrap token: {bootstrap_token_placeholder(plan)})"
@@ -333,7 +348,9 @@ def summary(plan: Plan) -> str:
         "\n",
         f"- kubelets: {target}\n",
         f"- demo pods: {'enabled' if plan.demo_enabled else 'disabled'}\n",
-        f"- kubelet binary: {plan.kubelet_path}; containerd binary: {plan.containerd_path}\n",
+        f"- kubelet binary: {plan.kubelet_path} ({plan.kubelet_version}); containerd binary: {plan.containerd_path}\n",
+        *_own_kubelet_binaries(plan),
+        f"- rolling changes: {_rollout_summary(plan)}\n",
         f"- pod sandbox image: {plan.sandbox_image or 'containerd default'}\n",
         f"- {len(plan.hosts)} host(s), {len(plan.kubelets)} kubelet(s)\n",
         "\n",

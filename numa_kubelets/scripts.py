@@ -26,6 +26,7 @@ from .render import (
     host_service_dropins,
     kubelet_files,
     netns_files,
+    register_taints_config,
     release_cgroup_controllers_shell,
     slice_unit,
     static_memory_extra,
@@ -132,12 +133,12 @@ def preflight_scripts(host: HostPlan, plan: Plan) -> HostScripts:
         "systemd_version=$(systemctl --version | awk 'NR == 1 { print $2 }')\n",
         f'case "$systemd_version" in (*[!0-9]*|"") systemd_version=0;; esac\n'
         f'if [ "$systemd_version" -lt {MIN_SYSTEMD} ]; then fail "systemd $systemd_version is too old: AllowedCPUs= needs systemd >= {MIN_SYSTEMD}"; fi\n',
-        f"for binary in {q(plan.kubelet_path)} {q(plan.containerd_path)} {q(UNSHARE)}; do\n"
+        f"for binary in {' '.join(q(path) for path, _ in kubelet_binaries(host))} {q(plan.containerd_path)} {q(UNSHARE)}; do\n"
         '  if [ ! -x "$binary" ]; then fail "$binary is missing or not executable"; fi\n'
         "done\n",
         'if ! command -v runc >/dev/null 2>&1; then fail "runc is not installed (containerd needs it)"; fi\n',
         _containerd_version_check(plan.containerd_path),
-        kubelet_version_check(plan),
+        *(kubelet_version_check(path, version) for path, version in kubelet_binaries(host)),
         "for tool in flock mountpoint; do\n"
         '  if ! command -v "$tool" >/dev/null 2>&1; then fail "$tool (util-linux) is not installed"; fi\n'
         "done\n",
@@ -188,18 +189,33 @@ def _containerd_version_check(containerd_path: str) -> str:
     )
 
 
-def kubelet_version_check(plan: Plan) -> str:
-    """The host's kubelet must have every option the declared kubeletVersion allows."""
-    major, minor = plan.kubelet_version.split(".")
-    kubelet = q(plan.kubelet_path)
+def kubelet_binaries(host: HostPlan) -> list[tuple[str, str]]:
+    """Each kubelet binary of the host with the newest kubeletVersion it must serve, by path."""
+    newest: dict[str, str] = {}
+    for kubelet in host.kubelets:
+        known = newest.get(kubelet.kubelet_path)
+        if known is None or _minor(kubelet.kubelet_version) > _minor(known):
+            newest[kubelet.kubelet_path] = kubelet.kubelet_version
+    return sorted(newest.items())
+
+
+def _minor(version: str) -> int:
+    return int(version.split(".")[1])
+
+
+def kubelet_version_check(kubelet_path: str, kubelet_version: str) -> str:
+    """A kubelet binary must have every option its kubelets' declared kubeletVersion allows."""
+    major, minor = kubelet_version.split(".")
+    kubelet = q(kubelet_path)
     return (
         f"if [ -x {kubelet} ]; then\n"
         f"  kubelet_version=$({kubelet} --version 2>/dev/null | awk '{{ print $2 }}' || true)\n"
         f"  kubelet_minor=$(echo \"$kubelet_version\" | sed -n 's/^v{int(major)}\\.\\([0-9][0-9]*\\)\\..*/\\1/p')\n"
         '  if [ -z "$kubelet_minor" ]; then\n'
-        f"    fail \"cannot tell the version of {plan.kubelet_path} (--version says '$kubelet_version')\"\n"
+        # A plain absolute path (config.AbsolutePath): safe inside double quotes.
+        f"    fail \"cannot tell the version of {kubelet_path} (--version says '$kubelet_version')\"\n"
         f'  elif [ "$kubelet_minor" -lt {int(minor)} ]; then\n'
-        f'    fail "kubelet $kubelet_version is older than kubeletVersion {plan.kubelet_version} of the stack"\n'
+        f'    fail "kubelet $kubelet_version at {kubelet_path} is older than its kubeletVersion {kubelet_version}"\n'
         "  fi\n"
         "fi\n"
     )
@@ -450,6 +466,10 @@ def kubelet_scripts(host: HostPlan, kubelet: KubeletPlan, plan: Plan) -> HostScr
         apply_steps.append(f"write_file {q(layout.bootstrap_kubeconfig)} 0600 {q(unit)}\n")
     files = kubelet_files(kubelet, plan)
     apply_steps += [write_file_step(file, unit) for file in files]
+    # Its own marker, which nothing waits for: new taints need no restart (render.register_taints_config).
+    taints = register_taints_config(kubelet)
+    taints_marker = f"{unit}.taints"
+    apply_steps.append(write_file_step(taints, taints_marker) + f"done_pending {q(taints_marker)}\n")
     apply_steps.append(_resource_manager_state_step(kubelet))
     apply_steps.append(_restart_if_pending(unit))
     remove_steps = [
@@ -457,7 +477,7 @@ def kubelet_scripts(host: HostPlan, kubelet: KubeletPlan, plan: Plan) -> HostScr
         _unmount_below(layout.root_dir),
         f"rm -f {q(layout.kubelet_unit_path)}\n",
         f"rm -rf {q(layout.root_dir)} {q(layout.pod_logs_dir)} {q(layout.kubelet_config_dropin_dir.rsplit('/', 1)[0])}\n",
-        f"rm -f {' '.join(q(f.path) for f in files)} {q(layout.bootstrap_kubeconfig)}\n",
+        f"rm -f {' '.join(q(f.path) for f in files)} {q(taints.path)} {q(layout.bootstrap_kubeconfig)}\n",
         # The last kubelet on the host takes the private mount point of the shared directory along.
         "if ! ls /etc/systemd/system/kubelet@numa*.service >/dev/null 2>&1; then\n"
         f"  while mountpoint -q {q(SHARED_DEVICE_PLUGINS_DIR)}; do umount {q(SHARED_DEVICE_PLUGINS_DIR)}; done\n"

@@ -59,13 +59,17 @@ class RecordingMocks(pulumi.runtime.Mocks):
     """Records every registration; a resource's state is its inputs, as a fresh create returns.
 
     Plays the few things a real engine adds: the cluster's kube-dns Service (None: the cluster
-    has none, and reading it fails as the Kubernetes provider's read does) and the random
-    provider's results (the password's as a secret, as the provider marks it).
+    has none, and reading it fails as the Kubernetes provider's read does), the random
+    provider's results (the password's as a secret, as the provider marks it) and the outputs a
+    StackReference reads (`previous_outputs`: those of the stack's last update).
     """
 
-    def __init__(self, kube_dns_cluster_ip: str | None = KUBE_DNS_CLUSTER_IP) -> None:
+    def __init__(
+        self, kube_dns_cluster_ip: str | None = KUBE_DNS_CLUSTER_IP, previous_outputs: dict[str, Any] | None = None
+    ) -> None:
         self.resources: list[RegisteredResource] = []
         self.kube_dns_cluster_ip = kube_dns_cluster_ip
+        self.previous_outputs = previous_outputs or {}
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
         self.resources.append(
@@ -77,6 +81,9 @@ class RecordingMocks(pulumi.runtime.Mocks):
                 raise Exception('resource "kube-system/kube-dns" does not exist')
             state = {"metadata": {"name": "kube-dns", "namespace": "kube-system"}}
             state["spec"] = {"clusterIP": self.kube_dns_cluster_ip, "type": "ClusterIP"}
+        elif args.typ == "pulumi:pulumi:StackReference":
+            # The stack's own outputs as its last update left them (components/rollout.py).
+            state = {"name": args.inputs.get("name"), "outputs": self.previous_outputs, "secretOutputNames": []}
         elif args.typ == "random:index/randomString:RandomString":
             state["result"] = TOKEN_ID
         elif args.typ == "random:index/randomPassword:RandomPassword":
@@ -158,9 +165,14 @@ def load_stack_file(name: str) -> dict[str, Any]:
     return {key.removeprefix(prefix): value for key, value in document["config"].items()}
 
 
-def run_program(stack_config: dict[str, Any], preview: bool = False) -> ProgramRun:
-    """Run __main__.py once; raises what the program raises (e.g. pulumi.RunError)."""
-    mocks = RecordingMocks()
+def run_program(
+    stack_config: dict[str, Any], preview: bool = False, previous_outputs: dict[str, Any] | None = None
+) -> ProgramRun:
+    """Run __main__.py once; raises what the program raises (e.g. pulumi.RunError).
+
+    `previous_outputs`: the stack outputs of the last update (e.g. a previous run's `outputs`).
+    """
+    mocks = RecordingMocks(previous_outputs=previous_outputs)
     monitor = RecordingMonitor(mocks)
     settings.set_root_resource(None)  # type: ignore[arg-type]
     pulumi.runtime.set_mocks(mocks, project=NAMESPACE, stack="test", preview=preview, monitor=monitor)

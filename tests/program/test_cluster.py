@@ -3,6 +3,7 @@ each kubelet's Node (readiness wait, removal order, label patch, taints)."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from typing import Any
@@ -49,6 +50,14 @@ def kubelet_configuration(run: harness.ProgramRun, command: str) -> dict:
     start = script.rindex("\n", 0, script.rindex("apiVersion:", 0, start)) + 1
     end = script.index("NUMA_KUBELETS_", start)
     return yaml.safe_load(script[start:end])
+
+
+def installed_yaml(run: harness.ProgramRun, command: str, path: str) -> dict:
+    """The YAML file `path` as a remote command's apply script writes it."""
+    script = run.named(command).inputs["create"]
+    match = re.search(rf"write_file '?{re.escape(path)}'? \S+ \S+ <<'(\w+)'\n(.*?)\n\1\n", script, re.DOTALL)
+    assert match, f"{command} does not write {path}"
+    return yaml.safe_load(match.group(2))
 
 
 # ---------------------------------------------------------------- managed bootstrap token
@@ -155,7 +164,7 @@ def test_cluster_dns_and_domain_can_be_set(cluster_config):
 @pytest.mark.parametrize("cluster_ip", [None, "None"], ids=["no kube-dns Service", "headless kube-dns"])
 def test_without_a_dns_service_the_program_says_which_key_to_set(monkeypatch, cluster_config, cluster_ip):
     mocks = harness.RecordingMocks(kube_dns_cluster_ip=cluster_ip)
-    monkeypatch.setattr(harness, "RecordingMocks", lambda: mocks)
+    monkeypatch.setattr(harness, "RecordingMocks", lambda **_: mocks)
     with pytest.raises(Exception) as failure:
         run_program(cluster_config)
     if cluster_ip is None:  # the provider's read fails, as a real one does on a missing object
@@ -247,9 +256,12 @@ def test_taints_are_registered_with_the_kubelet_and_reconciled(cluster_config):
         {"key": "tenant", "value": "a", "effect": "NoSchedule"},
         {"key": "example.com/dedicated", "effect": "NoExecute"},
     ]
-    assert kubelet_configuration(run, "numa-a-numa2-kubelet")["registerWithTaints"] == expected
+    taints_file = "/etc/numa-kubelets/numa2/register-with-taints.conf"
+    assert installed_yaml(run, "numa-a-numa2-kubelet", taints_file)["registerWithTaints"] == expected
     assert run.named("numa-a-numa2-lifecycle", LIFECYCLE).inputs["taints"] == expected
-    assert "registerWithTaints" not in kubelet_configuration(run, "numa-a-numa1-kubelet")
+    assert "registerWithTaints" not in kubelet_configuration(run, "numa-a-numa2-kubelet")
+    taints_file = "/etc/numa-kubelets/numa1/register-with-taints.conf"
+    assert installed_yaml(run, "numa-a-numa1-kubelet", taints_file)["registerWithTaints"] == []
     assert run.named("numa-a-numa1-lifecycle", LIFECYCLE).inputs["taints"] == []
 
 

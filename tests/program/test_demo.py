@@ -74,7 +74,7 @@ def faithful_facts(config: dict) -> tuple[Callable[[str], str | None], Callable[
 
 def run(monkeypatch, config: dict, mocks: ClusterMocks | None = None, preview: bool = False) -> harness.ProgramRun:
     mocks = mocks or ClusterMocks(*faithful_facts(config))
-    monkeypatch.setattr(harness, "RecordingMocks", lambda: mocks)
+    monkeypatch.setattr(harness, "RecordingMocks", lambda **_: mocks)
     return harness.run_program(config, preview=preview)
 
 
@@ -249,7 +249,7 @@ def test_no_demo_resources_when_the_demo_is_disabled(monkeypatch, cluster_config
         assert result.of_type(DEMO) == []
         assert result.of_type(POD) == [] and result.of_type(NAMESPACE) == []
         assert [c for c in result.commands() if c.name.endswith("-probe")] == []
-        assert set(result.outputs) == {"hosts"}
+        assert set(result.outputs) == {"hosts", "kubeletRevisions"}  # no placement outputs
 
 
 def test_an_ambiguous_selector_stops_the_program_before_any_resource(monkeypatch, demo_config):

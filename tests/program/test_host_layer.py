@@ -87,8 +87,9 @@ def test_dependencies_order_installers(dev_config):
     run = run_program(dev_config)
     assert run.dependencies_of(run.named("numa-a-host-services")) == ["numa-a-preflight"]
     assert run.dependencies_of(run.named("numa-a-numa0-kubelet")) == ["numa-a-numa0-containerd"]
-    # Children do not inherit a component's dependencies, so each installer names its own.
-    assert run.dependencies_of(run.named("numa-a-numa0-slice")) == ["numa-a-preflight"]
+    # Children do not inherit a component's dependencies, so each installer names its own. The
+    # first one also waits for its turn in the rollout, decided from the stack's previous outputs.
+    assert sorted(run.dependencies_of(run.named("numa-a-numa0-slice"))) == ["numa-a-preflight", "previous-update"]
     assert run.dependencies_of(run.named("numa-a-numa0-containerd")) == ["numa-a-numa0-slice"]
 
 

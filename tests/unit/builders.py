@@ -14,6 +14,7 @@ from numa_kubelets.render import (
     host_service_dropins,
     kubelet_files,
     netns_files,
+    register_taints_config,
     slice_unit,
 )
 from numa_kubelets.scripts import (
@@ -75,6 +76,7 @@ def rendered_files(plan: Plan) -> list[HostFile]:
                 files += netns_files(kubelet.network)
             files += containerd_files(kubelet, plan)
             files += kubelet_files(kubelet, plan)
+            files.append(register_taints_config(kubelet))
     return files
 
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from numa_kubelets import cluster
 from numa_kubelets.plan import ClusterPlan, Taint
-from numa_kubelets.render import kubelet_arguments, kubelet_config
+from numa_kubelets.render import kubelet_arguments, kubelet_config, register_taints_config
 from tests.unit.builders import CA_CERT, SERVER, origin_config, origin_host, plan_of, with_cluster
 
 K8S_VERSION = "1.30"
@@ -114,7 +114,11 @@ def test_kubelet_configuration_with_taints_dns_and_serving_certificates():
     plan = plan_of(config)
     [kubelet] = plan.kubelets
     document = yaml.safe_load(kubelet_config(kubelet, plan.cluster).content)
-    assert document["registerWithTaints"] == [{"key": "tenant", "value": "a", "effect": "NoSchedule"}]
+    # The taints live in their own drop-in, so that changing them restarts nothing.
+    assert "registerWithTaints" not in document
+    taints = yaml.safe_load(register_taints_config(kubelet).content)
+    assert taints["kind"] == "KubeletConfiguration"
+    assert taints["registerWithTaints"] == [{"key": "tenant", "value": "a", "effect": "NoSchedule"}]
     assert document["serverTLSBootstrap"] is True
     assert document["clusterDNS"] == ["10.96.0.10"]
     assert document["clusterDomain"] == "cluster.local"

@@ -10,7 +10,7 @@ import yaml
 from numa_kubelets import kubelet_config as kc
 from numa_kubelets import reservations as r
 from numa_kubelets.render import kubelet_config
-from numa_kubelets.scripts import kubelet_scripts, kubelet_version_check, preflight_scripts
+from numa_kubelets.scripts import kubelet_binaries, kubelet_scripts, kubelet_version_check, preflight_scripts
 from tests.testhost import kubelet_standin as standin
 from tests.unit.builders import origin_config, origin_host, plan_of
 from tests.unit.test_scripts import tool
@@ -136,7 +136,7 @@ def test_the_preflight_checks_the_hosts_kubelet_is_at_least_the_declared_version
     script = preflight_scripts(plan.hosts[0], plan).apply
     assert "'/usr/bin/kubelet' --version" in script or "/usr/bin/kubelet --version" in script
     assert '[ "$kubelet_minor" -lt 33 ]' in script
-    assert "older than kubeletVersion 1.33" in script
+    assert "older than its kubeletVersion 1.33" in script
 
 
 def test_the_schema_is_the_one_the_stand_in_checks():
@@ -151,7 +151,7 @@ def test_the_schema_is_the_one_the_stand_in_checks():
     [
         ("Kubernetes v1.33.0", ""),
         ("Kubernetes v1.35.2 (numa-kubelets test stand-in, not a kubelet)", ""),
-        ("Kubernetes v1.32.9", "kubelet v1.32.9 is older than kubeletVersion 1.33 of the stack"),
+        ("Kubernetes v1.32.9", "kubelet v1.32.9 at {path} is older than its kubeletVersion 1.33"),
         ("garbage", "cannot tell the version of"),
     ],
 )
@@ -160,6 +160,9 @@ def test_the_preflight_version_check_runs(tmp_path, reported, verdict):
     kubelet.write_text(f"#!/bin/sh\necho '{reported}'\n")
     kubelet.chmod(0o755)
     plan = plan_of(origin_config(kubeletVersion="1.33", kubeletPath=str(kubelet)))
-    script = 'fail() { echo "$*"; }\n' + kubelet_version_check(plan)
+    [(path, version)] = kubelet_binaries(plan.hosts[0])
+    assert (path, version) == (str(kubelet), "1.33")
+    script = 'fail() { echo "$*"; }\n' + kubelet_version_check(path, version)
     result = subprocess.run([tool("dash"), "-eu", "-c", script], capture_output=True, text=True, check=True)
+    verdict = verdict.format(path=kubelet)
     assert verdict in result.stdout and bool(verdict) == bool(result.stdout)
