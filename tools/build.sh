@@ -43,19 +43,23 @@ module_dir() {
 # version_of MODULE_DIR MODULE: the version a wrapper module's go.mod requires.
 version_of() { (cd "$tools_dir/$1" && go list -m -f '{{.Version}}' "$2"); }
 
-build_kubernetes() {
-  local version minor x
-  version=$(version_of kubernetes k8s.io/kubernetes)
+# kubernetes_ldflags MODULE_DIR: what `kubelet --version` prints and what the emulation-version
+# checks compare with; without these the programs call themselves v0.0.0-master.
+kubernetes_ldflags() {
+  local version minor x package
+  version=$(version_of "$1" k8s.io/kubernetes)
   minor=${version#v1.}
   minor=${minor%%.*}
-  # What `kubelet --version` prints and what the emulation-version checks compare with;
-  # without these the programs call themselves v0.0.0-master.
-  x=""
+  x="-s -w"
   for package in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     x+=" -X $package.gitVersion=$version -X $package.gitMajor=1 -X $package.gitMinor=$minor"
     x+=" -X $package.gitTreeState=clean -X $package.buildDate=1970-01-01T00:00:00Z"
   done
-  build kubernetes kubernetes . -ldflags "-s -w$x"
+  echo "$x"
+}
+
+build_kubernetes() {
+  build kubernetes kubernetes . -ldflags "$(kubernetes_ldflags kubernetes)"
   for program in kubelet kube-apiserver kube-controller-manager kube-scheduler kube-proxy; do
     link "$program" kubernetes
   done
@@ -63,6 +67,12 @@ build_kubernetes() {
   # device plugin for the real-kubelet tests.
   build kubelet-schema kubernetes ./kubeletschema
   build test-device-plugin kubernetes ./testdeviceplugin -ldflags "-s -w"
+}
+
+# The previous minor's kubelet (tools/kubelet-previous): what the rolling-upgrade tests
+# upgrade from, to the kubelet above.
+build_kubelet_previous() {
+  build kubelet-previous kubelet-previous k8s.io/kubernetes/cmd/kubelet -ldflags "$(kubernetes_ldflags kubelet-previous)"
 }
 
 build_etcd() {
@@ -123,7 +133,7 @@ build_pulumi_kubernetes() {
 
 families=("$@")
 # pulumi before its providers: installing a plugin takes the CLI.
-[ ${#families[@]} -gt 0 ] || families=(kubernetes etcd pulumi pulumi_kubernetes)
+[ ${#families[@]} -gt 0 ] || families=(kubernetes kubelet_previous etcd pulumi pulumi_kubernetes)
 for family in "${families[@]}"; do
   declare -F "build_$family" >/dev/null || { echo "tools/build.sh: unknown program family $family" >&2; exit 2; }
   "build_$family"
