@@ -147,13 +147,12 @@ class NodeOperations:
 
     def drain_for_restart(self, name: str, revision: str, drain_timeout_seconds: int) -> None:
         """Cordon (marked as the rollout's) and drain before the kubelet restarts; a failed drain
-        puts the Node back in service, since its kubelet is then left alone."""
+        puts the Node back in service, since its kubelet is then left alone. The mark also
+        keeps the NodeLifecycle from taking the Ready of before the restart for the new one."""
         node = self.node(name)
         if node is None:
             return  # never registered: no pods to move
-        patch = cluster.rollout_cordon_patch(node, revision)
-        if patch is not None:
-            self._patch(name, patch, "cordoning")
+        self._patch(name, cluster.rollout_cordon_patch(node, revision), "cordoning")
         try:
             self._drain(name, drain_timeout_seconds)
         except DrainTimedOut as timeout:
@@ -178,7 +177,7 @@ class NodeOperations:
 
     def _is_ready(self, name: str) -> bool:
         node = self.node(name)
-        return node is not None and cluster.node_readiness(node, {}).ready
+        return node is not None and cluster.node_readiness(node, {}, since_restart=False).ready
 
     def _cordon(self, name: str) -> bool:
         try:

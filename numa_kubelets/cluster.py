@@ -199,7 +199,11 @@ class Readiness:
     state: str  # for a failure message: the last condition, or why the Node is not ours
 
 
-def node_readiness(node: Mapping[str, Any] | None, expected_labels: Mapping[str, str]) -> Readiness:
+def node_readiness(
+    node: Mapping[str, Any] | None, expected_labels: Mapping[str, str], since_restart: bool = True
+) -> Readiness:
+    """`since_restart`: a Node the rollout marked for a restart is Ready only once its restarted
+    kubelet reported (False: as it reads now, e.g. while draining it)."""
     if node is None:
         return Readiness(False, "never registered")
     labels = (node.get("metadata") or {}).get("labels") or {}
@@ -215,6 +219,8 @@ def node_readiness(node: Mapping[str, Any] | None, expected_labels: Mapping[str,
     state = f"Ready={ready.get('status')}"
     if ready.get("reason"):
         state += f" ({ready['reason']}: {ready.get('message', '')})".replace(": )", ")")
+    if since_restart and not reported_since_restart(node):
+        return Readiness(False, f"{state} as its kubelet reported before restarting; the restarted one has not reported")
     return Readiness(ready.get("status") == "True", state)
 
 
@@ -297,24 +303,47 @@ def drain_timeout_message(node_name: str, timeout_seconds: int, blocked: Mapping
 # Set on a Node the rollout cordoned, so that only the rollout uncordons it: a Node someone
 # else cordoned stays so. The value is the restart revision the drain was for.
 ROLLOUT_ANNOTATION = "numa-kubelets.io/drained-for-revision"
+# The Ready condition's lastHeartbeatTime when the drain began, on the kubelet's own clock: the
+# Node reads Ready from before the restart until the restarted kubelet reports (at its start).
+REPORTED_BEFORE_RESTART_ANNOTATION = "numa-kubelets.io/ready-heartbeat-before-restart"
 
 
-def rollout_cordon_patch(node: Mapping[str, Any], revision: str) -> Json | None:
-    """The merge patch that cordons a Node for a restart; None when someone else cordoned it (it
-    is drained all the same, and left cordoned afterwards)."""
+def _ready_heartbeat(node: Mapping[str, Any]) -> str | None:
+    conditions = (node.get("status") or {}).get("conditions") or []
+    ready = next((c for c in conditions if c.get("type") == "Ready"), None)
+    return ready.get("lastHeartbeatTime") if ready else None
+
+
+def rollout_cordon_patch(node: Mapping[str, Any], revision: str) -> Json:
+    """The merge patch that marks a Node for its kubelet's restart: cordoned (unless someone else
+    cordoned it: it is drained all the same, and left cordoned afterwards) and its last report."""
     spec = node.get("spec") or {}
     annotations = (node.get("metadata") or {}).get("annotations") or {}
+    marks: dict[str, Any] = {REPORTED_BEFORE_RESTART_ANNOTATION: _ready_heartbeat(node)}
     if spec.get("unschedulable") and ROLLOUT_ANNOTATION not in annotations:
-        return None
-    return {"metadata": {"annotations": {ROLLOUT_ANNOTATION: revision}}, "spec": {"unschedulable": True}}
+        return {"metadata": {"annotations": marks}}
+    return {"metadata": {"annotations": {**marks, ROLLOUT_ANNOTATION: revision}}, "spec": {"unschedulable": True}}
 
 
 def rollout_uncordon_patch(node: Mapping[str, Any]) -> Json | None:
-    """Back in service after the restart (or a failed drain); None when the rollout did not cordon it."""
+    """Back in service after the restart (or a failed drain); None when the rollout left no mark."""
     annotations = (node.get("metadata") or {}).get("annotations") or {}
-    if ROLLOUT_ANNOTATION not in annotations:
-        return None
-    return {"metadata": {"annotations": {ROLLOUT_ANNOTATION: None}}, "spec": {"unschedulable": None}}
+    patch: Json = {}
+    if REPORTED_BEFORE_RESTART_ANNOTATION in annotations:
+        patch = {"metadata": {"annotations": {REPORTED_BEFORE_RESTART_ANNOTATION: None}}}
+    if ROLLOUT_ANNOTATION in annotations:
+        patch = {
+            "metadata": {"annotations": {REPORTED_BEFORE_RESTART_ANNOTATION: None, ROLLOUT_ANNOTATION: None}},
+            "spec": {"unschedulable": None},
+        }
+    return patch or None
+
+
+def reported_since_restart(node: Mapping[str, Any]) -> bool:
+    """False while the Node still shows the Ready report from before its kubelet's restart."""
+    annotations = (node.get("metadata") or {}).get("annotations") or {}
+    before = annotations.get(REPORTED_BEFORE_RESTART_ANNOTATION)
+    return before is None or _ready_heartbeat(node) != before
 
 
 def rollout_drain_failed_message(node_name: str, timeout_seconds: int, blocked: Mapping[str, str]) -> str:

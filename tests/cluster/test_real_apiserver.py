@@ -311,3 +311,82 @@ def test_binding_the_bootstrap_roles_needs_bind_on_them(control_plane: ControlPl
         api.create_cluster_role_binding(binding.manifest("no-bind"))
     assert refused.value.status == 403
     assert "attempting to grant RBAC permissions not currently held" in refused.value.body
+
+
+# ---------------------------------------------------------------- rolling restarts (NodeDrain)
+
+
+def annotations_of(admin: kube_client.CoreV1Api, name: str) -> dict[str, str]:
+    return admin.read_node(name).metadata.annotations or {}
+
+
+def test_a_drain_for_a_restart_cordons_evicts_and_the_restarted_kubelets_report_ends_it(admin, stack_api, node_name):
+    where = namespace(admin)
+    running_pod(admin, where, "web-0", node_name, {"app": "web"})
+    operations = stack_operations(stack_api)
+    before = admin.read_node(node_name).status.conditions[0].last_heartbeat_time
+    # The evicted pod stays terminating until its kubelet would stop it: played here by deleting
+    # it outright once the eviction set its deletionTimestamp.
+    evicted = []
+
+    def kubelet_stops_the_pod(seconds: float) -> None:
+        pod = _pod_or_none(admin, where, "web-0")
+        if pod is not None and pod.metadata.deletion_timestamp is not None:
+            evicted.append(pod.metadata.name)
+            admin.delete_namespaced_pod("web-0", where, grace_period_seconds=0)
+        time.sleep(seconds)
+
+    operations.sleep = kubelet_stops_the_pod
+    operations.drain_for_restart(node_name, "rev-2", 30)
+    assert evicted == ["web-0"], "the pod was not evicted"
+    node = admin.read_node(node_name)
+    assert node.spec.unschedulable is True
+    assert node.metadata.annotations[cluster.ROLLOUT_ANNOTATION] == "rev-2"
+    # Still Ready as reported before the restart: not taken for the restarted kubelet's Ready.
+    assert not cluster.node_readiness(operations.node(node_name), identity(node_name)).ready
+    time.sleep(1.1)  # heartbeats have a resolution of one second
+    set_ready(admin, node_name, "True")  # the restarted kubelet's first report
+    assert admin.read_node(node_name).status.conditions[0].last_heartbeat_time != before
+    operations.wait_ready(node_name, identity(node_name), 10, JOURNAL)
+    operations.end_rollout(node_name)
+    node = admin.read_node(node_name)
+    assert not node.spec.unschedulable
+    assert not {cluster.ROLLOUT_ANNOTATION, cluster.REPORTED_BEFORE_RESTART_ANNOTATION} & set(
+        node.metadata.annotations or {}
+    )
+
+
+def test_a_drain_a_pdb_holds_fails_naming_it_and_puts_the_node_back_in_service(admin, stack_api, node_name):
+    where = namespace(admin)
+    running_pod(admin, where, "db-0", node_name, {"app": "db"})
+    policy = kube_client.PolicyV1Api(api_for_admin(admin))
+    policy.create_namespaced_pod_disruption_budget(
+        where, {"metadata": {"name": "db"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}}}
+    )
+    eventually(
+        lambda: True if (policy.read_namespaced_pod_disruption_budget("db", where).status.current_healthy or 0) else None,
+        30,
+        "the disruption controller counting the pod",
+    )
+    with pytest.raises(NodeLifecycleError) as failure:
+        stack_operations(stack_api).drain_for_restart(node_name, "rev-2", 3)
+    message = str(failure.value)
+    assert "before its kubelet restarts did not finish within 3s" in message
+    assert f"{where}/db-0: eviction refused" in message and "disruption budget" in message
+    assert "The kubelet was not restarted and the Node is schedulable again" in message
+    node = admin.read_node(node_name)
+    assert not node.spec.unschedulable
+    assert cluster.ROLLOUT_ANNOTATION not in (node.metadata.annotations or {})
+
+
+def test_a_node_someone_else_cordoned_is_drained_and_stays_cordoned(admin, stack_api, node_name):
+    admin.patch_node(node_name, {"spec": {"unschedulable": True}})
+    operations = stack_operations(stack_api)
+    operations.drain_for_restart(node_name, "rev-2", 10)
+    assert cluster.ROLLOUT_ANNOTATION not in annotations_of(admin, node_name)
+    time.sleep(1.1)
+    set_ready(admin, node_name, "True")
+    operations.wait_ready(node_name, identity(node_name), 10, JOURNAL)
+    operations.end_rollout(node_name)
+    assert admin.read_node(node_name).spec.unschedulable is True
+    assert cluster.REPORTED_BEFORE_RESTART_ANNOTATION not in annotations_of(admin, node_name)
