@@ -220,7 +220,9 @@ def node_readiness(
     if ready.get("reason"):
         state += f" ({ready['reason']}: {ready.get('message', '')})".replace(": )", ")")
     if since_restart and not reported_since_restart(node):
-        return Readiness(False, f"{state} as its kubelet reported before restarting; the restarted one has not reported")
+        return Readiness(
+            False, f"{state} as its kubelet reported before restarting; the restarted one has not reported"
+        )
     return Readiness(ready.get("status") == "True", state)
 
 

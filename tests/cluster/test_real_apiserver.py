@@ -364,7 +364,9 @@ def test_a_drain_a_pdb_holds_fails_naming_it_and_puts_the_node_back_in_service(a
         where, {"metadata": {"name": "db"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}}}
     )
     eventually(
-        lambda: True if (policy.read_namespaced_pod_disruption_budget("db", where).status.current_healthy or 0) else None,
+        lambda: (
+            True if (policy.read_namespaced_pod_disruption_budget("db", where).status.current_healthy or 0) else None
+        ),
         30,
         "the disruption controller counting the pod",
     )

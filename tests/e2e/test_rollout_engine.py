@@ -9,6 +9,7 @@ Four kubelets on two hosts, no cluster, `rollout.maxUnavailable: 1`.
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from pathlib import Path
@@ -117,7 +118,7 @@ def stack(offline_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.Monke
 
 
 def overlapping(ran: list[dict[str, Any]]) -> bool:
-    return any(later["start"] < earlier["end"] for earlier, later in zip(ran, ran[1:], strict=False))
+    return any(later["start"] < earlier["end"] for earlier, later in itertools.pairwise(ran))
 
 
 def test_the_real_engine_restarts_kubelets_one_after_the_other_and_creates_them_at_once(stack: Stack) -> None:
