@@ -1,18 +1,29 @@
 """Plays the Pulumi engine's part for the program's remote commands against a real host.
 
-The program is evaluated under mocks (tests/program/harness.py); every
+The program is evaluated under mocks (tests/program/harness.py), with the stack outputs of the
+last successful update as its StackReference to itself reads them; every
 `command:remote:Command` it registers is then run over SSH the way the engine would:
 creates and updates in dependency order, deletes in reverse order, a changed command
 runs its update script, an unchanged one runs nothing, and a replacement with
 `delete_before_replace` deletes the old command before creating the new one.
+
+With `providers` (dynamic resource type -> the program's own provider) and `up(..., play=True)`
+the engine also plays those resources (create, diff, update, delete through the provider) and,
+as the real engine does, starts every step as soon as the steps it depends on are done, many
+at once; after a failed step it starts no other and fails the update. Without `play`, their
+state is recorded as the program declared it (the test played them by hand).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Mapping
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from graphlib import TopologicalSorter
 from typing import Any, Protocol
+
+from pulumi import dynamic
 
 from tests.program.harness import ProgramRun, run_program
 
@@ -63,6 +74,26 @@ def desired_commands(run: ProgramRun) -> dict[str, DeployedCommand]:
     return commands
 
 
+@dataclass(frozen=True)
+class DeployedResource:
+    """A dynamic resource the engine plays through its provider."""
+
+    name: str
+    type: str
+    inputs: dict[str, Any]
+    dependencies: tuple[str, ...]
+
+
+def desired_resources(run: ProgramRun, types: Mapping[str, Any]) -> dict[str, DeployedResource]:
+    return {
+        resource.name: DeployedResource(
+            resource.name, resource.type, resource.inputs, tuple(run.dependencies_of(resource))
+        )
+        for type_token in types
+        for resource in run.of_type(type_token)
+    }
+
+
 def dependency_order(commands: dict[str, DeployedCommand]) -> list[str]:
     graph = {name: {d for d in c.dependencies if d in commands} for name, c in commands.items()}
     return list(TopologicalSorter(graph).static_order())
@@ -71,12 +102,17 @@ def dependency_order(commands: dict[str, DeployedCommand]) -> list[str]:
 class Engine:
     """Deployed state of one stack's remote commands, all on hosts reachable through `runner`."""
 
-    def __init__(self, runner: Runner) -> None:
+    def __init__(self, runner: Runner, providers: Mapping[str, dynamic.ResourceProvider] | None = None) -> None:
         self.runner = runner
+        self.providers = dict(providers or {})
         self.state: dict[str, DeployedCommand] = {}
+        self.resources: dict[str, DeployedResource] = {}
         self.log: list[tuple[str, str]] = []
+        self._log_lock = threading.Lock()
         # The program's last evaluation: the inputs of its other resources (e.g. NodeLifecycle).
         self.last_run: ProgramRun | None = None
+        # The stack outputs of the last successful update (what the program reads back).
+        self.outputs: dict[str, Any] = {}
 
     def _run(self, command: DeployedCommand, phase: str) -> None:
         script = command.script(phase) or (command.script("create") if phase == "update" else None)
@@ -84,27 +120,99 @@ class Engine:
             return
         stdin = command.inputs.get("stdin") if phase in ("create", "update") else None
         result = self.runner(script, stdin)
-        self.log.append((command.name, phase))
+        with self._log_lock:
+            self.log.append((command.name, phase))
         if result.rc != 0:
             raise CommandFailed(command.name, phase, result)
 
-    def up(self, stack_config: dict[str, Any]) -> list[tuple[str, str]]:
+    def up(self, stack_config: dict[str, Any], play: bool = False) -> list[tuple[str, str]]:
         """Evaluate the program for this config and converge the host; returns what ran."""
         start = len(self.log)
-        self.last_run = run_program(stack_config)
+        self.last_run = run_program(stack_config, previous_outputs=self.outputs)
         desired = desired_commands(self.last_run)
-        for name in dependency_order(desired):
-            new, old = desired[name], self.state.get(name)
-            if old is None:
-                self._run(new, "create")
-            elif old.compared() != new.compared():
-                self._run(new, "update")
-            self.state[name] = new
+        resources = desired_resources(self.last_run, self.providers)
+        if play:
+            self._converge_concurrently(desired, resources)
+        else:
+            for name in dependency_order(desired):
+                self._converge_command(name, desired[name])
+            self.resources.update(resources)
         removed = {name: c for name, c in self.state.items() if name not in desired}
         for name in reversed(dependency_order(removed)):
             self._run(removed[name], "delete")
             del self.state[name]
+        for name in [name for name in self.resources if name not in resources]:
+            gone = self.resources.pop(name)
+            if play:
+                self.providers[gone.type].delete(name, gone.inputs)
+        self.outputs = self.last_run.outputs
         return self.log[start:]
+
+    def _converge_command(self, name: str, new: DeployedCommand) -> None:
+        old = self.state.get(name)
+        if old is None:
+            self._run(new, "create")
+        elif old.compared() != new.compared():
+            self._run(new, "update")
+        self.state[name] = new
+
+    def _converge_resource(self, name: str, new: DeployedResource) -> None:
+        provider, old = self.providers[new.type], self.resources.get(name)
+        if old is None:
+            provider.create(dict(new.inputs))
+            phase = "create"
+        else:
+            diff = provider.diff(name, dict(old.inputs), dict(new.inputs))
+            if not diff.changes:
+                self.resources[name] = new
+                return
+            if diff.replaces:
+                raise NotImplementedError(f"{name}: replacing a played resource ({diff.replaces})")
+            provider.update(name, dict(old.inputs), dict(new.inputs))
+            phase = "update"
+        self.resources[name] = new
+        with self._log_lock:
+            self.log.append((name, phase))
+
+    def _converge_concurrently(
+        self, commands: dict[str, DeployedCommand], resources: dict[str, DeployedResource]
+    ) -> None:
+        steps: dict[str, Callable[[], None]] = {
+            **{name: (lambda n=name, c=command: self._converge_command(n, c)) for name, command in commands.items()},
+            **{
+                name: (lambda n=name, r=resource: self._converge_resource(n, r)) for name, resource in resources.items()
+            },
+        }
+        waits = {
+            name: {
+                d
+                for d in (commands[name].dependencies if name in commands else resources[name].dependencies)
+                if d in steps
+            }
+            for name in steps
+        }
+        done: set[str] = set()
+        running: dict[Future[None], str] = {}
+        failure: BaseException | None = None
+        with ThreadPoolExecutor(max_workers=len(steps) or 1) as pool:
+            while True:
+                if failure is None:
+                    started = set(running.values())
+                    for name in [n for n in steps if n not in done and n not in started and waits[n] <= done]:
+                        running[pool.submit(steps[name])] = name
+                if not running:
+                    break
+                finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    name = running.pop(future)
+                    if future.exception() is not None:
+                        failure = failure or future.exception()
+                    else:
+                        done.add(name)
+        if failure is not None:
+            raise failure
+        if done != set(steps):
+            raise AssertionError(f"steps never started (a dependency cycle?): {sorted(set(steps) - done)}")
 
     def replace(self, name: str) -> None:
         """What a replacement does (e.g. after a `triggers` change)."""

@@ -17,22 +17,24 @@ q = shlex.quote
 
 # Not the image's /usr/bin/kubelet: the stand-in stays there for the other scenarios.
 GUEST_KUBELET = "/usr/local/bin/kubelet"
+# The previous minor's kubelet (tools/kubelet-previous), which the rolling upgrade starts from.
+GUEST_KUBELET_PREVIOUS = "/usr/local/bin/kubelet-previous"
 # TCG is slow: a kubelet needs tens of seconds to start, a pod as long again.
 KUBELET_START_TIMEOUT = 240.0
 POD_START_TIMEOUT = 300.0
 
 
-def install_real_kubelet(view: HostView) -> str:
-    """Copy the built kubelet into the guest at GUEST_KUBELET (atomically); returns its version."""
-    binary = tool("kubelet")
+def install_real_kubelet(view: HostView, name: str = "kubelet", guest_path: str = GUEST_KUBELET) -> str:
+    """Copy the built kubelet `name` into the guest at `guest_path` (atomically); returns its version."""
+    binary = tool(name)
     version = subprocess.run([binary, "--version"], capture_output=True, text=True, check=True).stdout.strip()
-    with Stopwatch("real kubelet: copy the 145 MB binary into the guest over SSH"):
+    with Stopwatch(f"real kubelet: copy the {binary.stat().st_size >> 20} MB {name} into the guest over SSH"):
         view.host.run(
-            f"mkdir -p {q(GUEST_KUBELET.rsplit('/', 1)[0])} && cat > {q(GUEST_KUBELET)}.tmp && "
-            f"chmod 0755 {q(GUEST_KUBELET)}.tmp && mv -f {q(GUEST_KUBELET)}.tmp {q(GUEST_KUBELET)}",
+            f"mkdir -p {q(guest_path.rsplit('/', 1)[0])} && cat > {q(guest_path)}.tmp && "
+            f"chmod 0755 {q(guest_path)}.tmp && mv -f {q(guest_path)}.tmp {q(guest_path)}",
             stdin=binary.read_bytes(),
         )
-    assert view.sh(f"{q(GUEST_KUBELET)} --version") == version
+    assert view.sh(f"{q(guest_path)} --version") == version
     return version
 
 

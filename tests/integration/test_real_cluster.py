@@ -16,7 +16,9 @@ own pieces where it has them:
 - the Pulumi engine: the replay runner (tests/integration/engine.py) runs the remote
   commands, and the program's own NodeLifecycle provider (wait Ready; cordon, drain and
   delete on removal) is called with the inputs the program gave it, with the stack credential
-  of README.md's least-privilege rights;
+  of README.md's least-privilege rights; for the rolling changes the runner plays the
+  NodeDrains and NodeLifecycles too, through their providers, each step as soon as what it
+  depends on is done, as the real engine does;
 - the demo pods: the program's own manifests (`DemoPod.manifest()`), created through the API,
   judged by the program's probe and verdict.
 
@@ -28,6 +30,7 @@ from __future__ import annotations
 import copy
 import json
 import shlex
+import threading
 from typing import Any
 
 import pytest
@@ -35,6 +38,7 @@ from cryptography import x509
 from kubernetes import client as kube_client
 from kubernetes.client.exceptions import ApiException
 
+from components.node_drain import NodeDrainProvider
 from components.node_lifecycle import NodeLifecycleError, NodeLifecycleProvider
 from numa_kubelets import cluster, placement
 from numa_kubelets.config import load_config
@@ -46,7 +50,7 @@ from tests.integration.engine import Engine
 from tests.integration.hostcheck import HostView
 from tests.integration.realkubelet import (
     GUEST_KUBELET,
-    KUBELET_START_TIMEOUT,
+    GUEST_KUBELET_PREVIOUS,
     POD_START_TIMEOUT,
     install_real_kubelet,
     kubelet_journal,
@@ -66,6 +70,7 @@ CLUSTER_DNS = "10.96.0.10"  # given: the control plane runs no DNS add-on for th
 NAMESPACE = "numa-demo"
 COMMAND = ("/bin/sleep", "3600")
 LIFECYCLE = "pulumi-python:dynamic/numa-kubelets:NodeLifecycle"
+DRAIN = "pulumi-python:dynamic/numa-kubelets:NodeDrain"
 CPUS = {0: "1-3", 1: "5-7"}
 # 64 x 2 MiB hugepages on NUMA node 1, before the kubelets start (they read sysfs at start).
 HUGEPAGE_NODE, HUGEPAGES, HUGEPAGE_KIB = 1, 64, 2048
@@ -137,12 +142,15 @@ def joined(numa_host, control_plane: ControlPlane):
     host, view = numa_host, HostView(numa_host)
     admin_api = api_for(control_plane.admin_kubeconfig)
     core = kube_client.CoreV1Api(admin_api)
-    version = install_real_kubelet(view)
+    # The kubelets start on the previous minor; the rolling upgrade takes them to this one's.
+    newer = install_real_kubelet(view)
+    version = install_real_kubelet(view, "kubelet-previous", GUEST_KUBELET_PREVIOUS)
     token = create_managed_token(admin_api, TOKEN_ID, TOKEN_SECRET, STACK)
 
     config = namespace_stack(host, parent_interface(view))
     config.update(
-        kubeletPath=GUEST_KUBELET,
+        kubeletPath=GUEST_KUBELET_PREVIOUS,
+        kubeletVersion=minor_of(version),
         cluster={"server": control_plane.guest_server, "caCert": control_plane.ca_pem, "dns": CLUSTER_DNS},
         bootstrapToken=token,
         kubeconfig=inline_kubeconfig(control_plane.stack_kubeconfig),
@@ -153,7 +161,10 @@ def joined(numa_host, control_plane: ControlPlane):
     plan = build_plan(load_config(config))
     view.sh(f"echo {HUGEPAGES} > {HUGEPAGE_POOL}")
     assert int(view.sh(f"cat {HUGEPAGE_POOL}")) == HUGEPAGES, "the guest could not reserve the hugepages"
-    engine = Engine(lambda script, stdin: host.run(script, stdin=stdin, check=False))
+    engine = Engine(
+        lambda script, stdin: host.run(script, stdin=stdin, check=False),
+        providers={DRAIN: NodeDrainProvider(), LIFECYCLE: NodeLifecycleProvider()},
+    )
     state: dict[str, Any] = {
         "host": host,
         "view": view,
@@ -162,6 +173,7 @@ def joined(numa_host, control_plane: ControlPlane):
         "config": config,
         "plan": plan,
         "version": version,
+        "newer_version": newer,
         "stack_kubeconfig": control_plane.stack_kubeconfig,
     }
     yield state
@@ -178,7 +190,12 @@ def joined(numa_host, control_plane: ControlPlane):
     except ApiException as error:
         if error.status != 404:
             raise
-    view.sh(f"echo 0 > {HUGEPAGE_POOL}; rm -f {q(GUEST_KUBELET)}")
+    view.sh(f"echo 0 > {HUGEPAGE_POOL}; rm -f {q(GUEST_KUBELET)} {q(GUEST_KUBELET_PREVIOUS)}")
+
+
+def minor_of(version: str) -> str:
+    """'Kubernetes v1.36.3' -> '1.36'."""
+    return ".".join(version.removeprefix("Kubernetes v").split(".")[:2])
 
 
 def lifecycles(joined) -> list[dict[str, Any]]:
@@ -446,6 +463,281 @@ def test_a_containerd_restart_keeps_the_pods_and_the_node_ready(joined, stopwatc
     assert node_ready(core.read_node(demo.kubelet.node_name))
 
 
+ROLLING = "rolling"  # the Deployment the rolling upgrade keeps serving
+ROLLING_REPLICAS = 4  # 2 per NUMA node
+ROLLING_DRAIN_TIMEOUT = "45s"
+HELD_POD = "held"
+
+
+def rolling_deployment(demo: DemoPod) -> dict[str, Any]:
+    """4 replicas of the workload spread over the two NUMA nodes' Nodes, 2 each, as a user's app."""
+    pod = demo.manifest()
+    labels = {"app.kubernetes.io/name": ROLLING}
+    spec = {key: value for key, value in pod["spec"].items() if key != "nodeSelector"}
+    spec["topologySpreadConstraints"] = [
+        {
+            "maxSkew": 1,
+            "topologyKey": "numa-kubelets.io/numa-node",
+            # Replacements for a drained Node's pods go to the other one.
+            "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": {"matchLabels": labels},
+        }
+    ]
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": ROLLING, "namespace": NAMESPACE},
+        "spec": {
+            "replicas": ROLLING_REPLICAS,
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": spec},
+        },
+    }
+
+
+def rolling_pods(core: kube_client.CoreV1Api) -> list[kube_client.V1Pod]:
+    return core.list_namespaced_pod(NAMESPACE, label_selector=f"app.kubernetes.io/name={ROLLING}").items
+
+
+class ClusterSampler:
+    """What the API says twice a second while an update runs: each Node's schedulability and the
+    rollout's mark, and every pod of the Deployment (its Node, deletion, restarts, phase)."""
+
+    def __init__(self, core: kube_client.CoreV1Api, nodes: list[str]) -> None:
+        self.core, self.nodes = core, nodes
+        self.samples: list[dict[str, Any]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> ClusterSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._sample()
+            self._stop.wait(0.5)
+
+    def _sample(self) -> None:
+        nodes = {}
+        for name in self.nodes:
+            node = self.core.read_node(name)
+            nodes[name] = {
+                "unschedulable": bool(node.spec.unschedulable),
+                "marked": cluster.ROLLOUT_ANNOTATION in (node.metadata.annotations or {}),
+            }
+        pods = {
+            pod.metadata.name: {
+                "node": pod.spec.node_name,
+                "deleting": pod.metadata.deletion_timestamp is not None,
+                "phase": pod.status.phase,
+                "restarts": sum(status.restart_count for status in pod.status.container_statuses or []),
+                # Set by the API server on a pod the eviction API deleted.
+                "evicted": any(
+                    c.type == "DisruptionTarget" and c.reason == "EvictionByEvictionAPI"
+                    for c in pod.status.conditions or []
+                ),
+            }
+            for pod in rolling_pods(self.core)
+        }
+        self.samples.append({"nodes": nodes, "pods": pods})
+
+    def both_unschedulable(self) -> list[int]:
+        return [i for i, s in enumerate(self.samples) if all(n["unschedulable"] for n in s["nodes"].values())]
+
+    def ever_cordoned(self, node: str) -> bool:
+        return any(s["nodes"][node]["unschedulable"] for s in self.samples)
+
+    def pods_killed(self) -> list[str]:
+        """Pods whose container restarted, or that failed without being deleted: what a kubelet
+        restart without a drain does. (A deleted pod ends Failed once its container stopped.)"""
+        return sorted(
+            {
+                name
+                for s in self.samples
+                for name, p in s["pods"].items()
+                if p["restarts"] or (p["phase"] == "Failed" and not p["deleting"])
+            }
+        )
+
+    def pods_gone_without_eviction(self) -> list[str]:
+        """Pods that went away without the eviction API deleting them while the rollout had
+        their Node cordoned."""
+        seen: set[str] = set()
+        evicted: set[str] = set()
+        for sample in self.samples:
+            for name, pod in sample["pods"].items():
+                seen.add(name)
+                if pod["evicted"] and pod["node"] and sample["nodes"][pod["node"]]["marked"]:
+                    evicted.add(name)
+        final = self.samples[-1]["pods"]
+        return sorted(name for name in seen if name not in final and name not in evicted)
+
+    def history(self, pods: list[str]) -> str:
+        """How these pods went, sample by sample, for a failure message."""
+        lines = []
+        for index, sample in enumerate(self.samples):
+            states = {name: sample["pods"][name] for name in pods if name in sample["pods"]}
+            if states:
+                lines.append(f"{index}: nodes {sample['nodes']} pods {states}")
+        return "\n".join(lines[-40:])
+
+
+def recreate_demo_pods(joined) -> None:
+    """The demo pods are bare pods: a drain evicts them for good. The later scenarios need them."""
+    core, view = joined["core"], joined["view"]
+    for numa, demo in demo_pods(joined).items():
+        if pod_gone(core, demo.name):
+            core.create_namespaced_pod(NAMESPACE, demo.manifest())
+        wait_for(
+            f"demo pod {demo.name} running again",
+            lambda d=demo: running_pod(core, d.name),
+            POD_START_TIMEOUT,
+            lambda n=numa: kubelet_journal(view, n),
+        )
+
+
+def kubelet_pids(view: HostView) -> dict[int, int]:
+    return {numa: view.main_pid(f"kubelet@numa{numa}.service") for numa in (0, 1)}
+
+
+def test_a_drain_that_times_out_fails_the_upgrade_and_leaves_every_kubelet_alone(joined, stopwatch):
+    """A PodDisruptionBudget holding the first kubelet's drain: nothing restarts, nothing stays cordoned."""
+    core, engine, view, plan = joined["core"], joined["engine"], joined["view"], joined["plan"]
+    apps = kube_client.AppsV1Api(core.api_client)
+    apps.create_namespaced_deployment(NAMESPACE, rolling_deployment(demo_pods(joined)[0]))
+    wait_for(
+        f"{ROLLING_REPLICAS} pods of {ROLLING} running, 2 per NUMA node",
+        lambda: (
+            sorted(p.spec.node_name for p in rolling_pods(core) if p.status.phase == "Running")
+            == sorted([k.node_name for k in plan.kubelets] * 2)
+        ),
+        POD_START_TIMEOUT,
+        lambda: (
+            f"{[(p.metadata.name, p.spec.node_name, p.status.phase) for p in rolling_pods(core)]}\n"
+            + kubelet_journal(view, 0)
+            + kubelet_journal(view, 1)
+        ),
+    )
+    policy = kube_client.PolicyV1Api(core.api_client)
+    policy.create_namespaced_pod_disruption_budget(
+        NAMESPACE,
+        {
+            "metadata": {"name": ROLLING},
+            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app.kubernetes.io/name": ROLLING}}},
+        },
+    )
+    first = plan.kubelets[0]  # hosts take turns: numa0 is the first batch
+    # A pod on numa0's Node that no eviction may take (its demo pod runs elsewhere by now).
+    held = copy.deepcopy(demo_pods(joined)[0].manifest())
+    held["metadata"].update(name=HELD_POD, labels={"app.kubernetes.io/name": HELD_POD})
+    core.create_namespaced_pod(NAMESPACE, held)
+    wait_for(
+        f"{HELD_POD} running", lambda: running_pod(core, HELD_POD), POD_START_TIMEOUT, lambda: kubelet_journal(view, 0)
+    )
+    policy.create_namespaced_pod_disruption_budget(
+        NAMESPACE,
+        {
+            "metadata": {"name": HELD_POD},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app.kubernetes.io/name": HELD_POD}}},
+        },
+    )
+    wait_for(
+        "the disruption controller counting the held pod",
+        lambda: (policy.read_namespaced_pod_disruption_budget(HELD_POD, NAMESPACE).status.current_healthy or 0) == 1,
+        60,
+        lambda: "",
+    )
+    pids = kubelet_pids(view)
+    upgrade = upgraded(joined, cluster_drain_timeout=ROLLING_DRAIN_TIMEOUT)
+    with (
+        stopwatch("real cluster: upgrade held by a PDB (drain timeout, update fails)"),
+        ClusterSampler(core, [k.node_name for k in plan.kubelets]) as sampler,
+        pytest.raises(NodeLifecycleError) as refused,
+    ):
+        engine.up(upgrade, play=True)
+    message = str(refused.value)
+    assert f"draining Node {first.node_name} before its kubelet restarts did not finish" in message
+    assert f"{NAMESPACE}/{HELD_POD}: eviction refused" in message
+    # Nothing restarted, the held Node back in service, the other never touched.
+    assert kubelet_pids(view) == pids
+    for kubelet in plan.kubelets:
+        node = core.read_node(kubelet.node_name)
+        assert not node.spec.unschedulable
+        assert node.status.node_info.kubelet_version == joined["version"].removeprefix("Kubernetes ")
+    assert not sampler.ever_cordoned(plan.kubelets[1].node_name)
+    policy.delete_namespaced_pod_disruption_budget(HELD_POD, NAMESPACE)
+    core.delete_namespaced_pod(HELD_POD, NAMESPACE)
+    wait_for(f"{HELD_POD} deleted", lambda: pod_gone(core, HELD_POD), POD_START_TIMEOUT, lambda: "")
+
+
+def upgraded(joined, cluster_drain_timeout: str) -> dict[str, Any]:
+    config = copy.deepcopy(joined["config"])
+    config.update(kubeletPath=GUEST_KUBELET, kubeletVersion=minor_of(joined["newer_version"]))
+    config["cluster"]["drainTimeout"] = cluster_drain_timeout
+    return config
+
+
+def test_a_rolling_upgrade_drains_restarts_and_readies_one_numa_node_at_a_time(joined, stopwatch):
+    core, engine, view, plan = joined["core"], joined["engine"], joined["view"], joined["plan"]
+    pids = kubelet_pids(view)
+    upgrade = upgraded(joined, cluster_drain_timeout="5m")
+    with (
+        stopwatch("real cluster: rolling upgrade of 2 kubelets, v1.36 -> v1.37 (drain, restart, Ready each)"),
+        ClusterSampler(core, [k.node_name for k in plan.kubelets]) as sampler,
+    ):
+        ran = engine.up(upgrade, play=True)
+    drained = [name for name, phase in ran if name.endswith("-drain")]
+    assert drained == [f"{k.node_name}-drain" for k in plan.kubelets], ran
+    assert sampler.both_unschedulable() == [], "both NUMA nodes were cordoned at once"
+    assert all(sampler.ever_cordoned(k.node_name) for k in plan.kubelets)
+    killed = sampler.pods_killed()
+    assert killed == [], f"pods were killed, not evicted:\n{sampler.history(killed)}"
+    unevicted = sampler.pods_gone_without_eviction()
+    assert unevicted == [], f"pods went away without an eviction:\n{sampler.history(unevicted)}"
+    for numa, pid in kubelet_pids(view).items():
+        assert pid != pids[numa]
+    for kubelet in plan.kubelets:
+        node = core.read_node(kubelet.node_name)
+        assert node_ready(node) and not node.spec.unschedulable
+        assert node.status.node_info.kubelet_version == joined["newer_version"].removeprefix("Kubernetes ")
+        assert cluster.ROLLOUT_ANNOTATION not in (node.metadata.annotations or {})
+    running = [p for p in rolling_pods(core) if p.status.phase == "Running" and not p.metadata.deletion_timestamp]
+    assert len(running) == ROLLING_REPLICAS
+    TIMINGS.append((f"real cluster: samples during the rolling upgrade: {len(sampler.samples)}", 0.0))
+    # A re-apply without changes drains and restarts nothing.
+    assert engine.up(upgrade, play=True) == []
+    kube_client.AppsV1Api(core.api_client).delete_namespaced_deployment(ROLLING, NAMESPACE)
+    kube_client.PolicyV1Api(core.api_client).delete_namespaced_pod_disruption_budget(ROLLING, NAMESPACE)
+    # Later scenarios build on the upgraded stack.
+    joined["config"], joined["version"] = upgrade, joined["newer_version"]
+    recreate_demo_pods(joined)
+
+
+def test_a_canary_kubelet_runs_the_newer_version_next_to_the_older(joined, stopwatch):
+    core, engine, plan = joined["core"], joined["engine"], joined["plan"]
+    canary = copy.deepcopy(joined["config"])
+    canary.update(kubeletPath=GUEST_KUBELET_PREVIOUS, kubeletVersion="1.36")
+    canary["hosts"][0]["kubelets"][0].update(kubeletPath=GUEST_KUBELET, kubeletVersion="1.37")
+    with stopwatch("real cluster: canary (numa0 newer, numa1 back to the older)"):
+        ran = engine.up(canary, play=True)
+    assert [name for name, _ in ran if name.endswith("-drain")] == [f"{plan.kubelets[1].node_name}-drain"]
+    versions = {k.node_name: core.read_node(k.node_name).status.node_info.kubelet_version for k in plan.kubelets}
+    assert versions == {
+        plan.kubelets[0].node_name: joined["newer_version"].removeprefix("Kubernetes "),
+        plan.kubelets[1].node_name: "v1.36.3",
+    }
+    assert all(node_ready(core.read_node(k.node_name)) for k in plan.kubelets)
+    with stopwatch("real cluster: back to the newer version everywhere"):
+        engine.up(joined["config"], play=True)
+    recreate_demo_pods(joined)
+
+
 STATIC_MANAGERS = {
     "cpuManagerPolicy": "static",
     "memoryManagerPolicy": "Static",
@@ -484,23 +776,19 @@ def test_static_managers_give_a_guaranteed_pod_exclusive_cpus_of_its_numa_node(j
     """The README's worked example with the real kubelet: its sum rule for reservedMemory accepted,
     a Guaranteed pod's CPUs exclusive and from the slice, its memory from its node."""
     engine, view, core = joined["engine"], joined["view"], joined["core"]
-    before = {numa: view.main_pid(f"kubelet@numa{numa}.service") for numa in (0, 1)}
+    before = kubelet_pids(view)
     config = {**joined["config"], "kubeletVersion": "1.37", "kubeletConfig": STATIC_MANAGERS}
-    with stopwatch("real cluster: none -> static managers (both kubelets restart)"):
-        engine.up(config)
-        for numa in (0, 1):
-            assert view.main_pid(f"kubelet@numa{numa}.service") != before[numa]
-            # The Node still reads Ready from before the restart: the restarted kubelet is up once
-            # its CPU manager wrote its state file (the program removed the old one).
-            wait_for(
-                f"kubelet@numa{numa} running the static CPU manager",
-                lambda n=numa: cpu_manager_policy(view, n) == "static",
-                KUBELET_START_TIMEOUT,
-                lambda n=numa: kubelet_journal(view, n),
-            )
-        provider = NodeLifecycleProvider()
-        for props in lifecycles(joined):
-            provider.create(dict(props))  # Ready, the program's own check
+    with stopwatch("real cluster: none -> static managers (a rolling restart: each drained, restarted, Ready)"):
+        ran = engine.up(config, play=True)
+    assert [name for name, _ in ran if name.endswith("-drain")] == [
+        f"{k.node_name}-drain" for k in joined["plan"].kubelets
+    ]
+    for numa in (0, 1):
+        assert view.main_pid(f"kubelet@numa{numa}.service") != before[numa]
+        # Its NodeLifecycle waited for the restarted kubelet's own report; its CPU manager runs
+        # the new policy (the program removed the old state file).
+        assert cpu_manager_policy(view, numa) == "static"
+    recreate_demo_pods(joined)
     demo = demo_pods(joined)[1]
     core.create_namespaced_pod(NAMESPACE, guaranteed_pod(demo))
     with stopwatch("real cluster: Guaranteed pod with 2 CPUs running on node 1"):
