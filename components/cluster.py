@@ -132,9 +132,9 @@ class ClusterNodeArgs:
     kubeconfig: pulumi.Output[str] | None
     # The kubelet (and the host's own services): the Node leaves before anything on the host goes.
     after: list[pulumi.Resource]
-    # The kubelet's restart revision: a new one updates the lifecycle, which then waits for the
-    # restarted kubelet's Node to be Ready and uncordons it (components/rollout.py).
-    revision: pulumi.Input[str]
+    # When the kubelet last started, as its apply script reported it: a restart updates the
+    # lifecycle, which then waits for a Ready reported since and uncordons the Node.
+    kubelet_started: pulumi.Input[str]
 
 
 class ClusterNode(pulumi.ComponentResource):
@@ -155,7 +155,7 @@ class ClusterNode(pulumi.ComponentResource):
                 "drainTimeoutSeconds": plan.drain_timeout_seconds,
                 "journalCommand": cluster.journal_command(args.host, kubelet),
                 "kubeconfig": pulumi.Output.secret(args.kubeconfig) if args.kubeconfig is not None else None,
-                "revision": args.revision,
+                "kubeletStarted": args.kubelet_started,
             },
             pulumi.ResourceOptions(parent=self, depends_on=args.after),
         )
@@ -185,7 +185,7 @@ def cluster_nodes(
                     provider,
                     kubeconfig,
                     after=[instance.kubelet, host.host_services],
-                    revision=instance.revision,
+                    kubelet_started=instance.started,
                 ),
                 pulumi.ResourceOptions(parent=instance),
             )

@@ -64,6 +64,8 @@ class KubeletInstance(pulumi.ComponentResource):
         # The node's hugepage pools as the apply script read them on the host. Only numbers are
         # taken from stdout, so the value stays plain even when the command's output is secret.
         self.hugepages = pulumi.Output.unsecret(self.kubelet.stdout.apply(parse_hugepage_report))
+        # When the kubelet last started (a timestamp; plain for the same reason).
+        self.started = pulumi.Output.unsecret(self.kubelet.stdout.apply(scripts.parse_kubelet_started))
         self.register_outputs(
             {
                 "nodeName": kubelet.node_name,

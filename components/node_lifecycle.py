@@ -3,7 +3,9 @@
 A Pulumi dynamic resource, one per kubelet of a stack with a cluster:
 - create/update: wait (bounded by demo.readyTimeout) until the Node is Ready and carries this
   kubelet's automatic labels, then set the kubelet's taints on it and uncordon it when the
-  rollout cordoned it (its `revision` input changes with every restart, so it runs after each);
+  rollout cordoned it (its `kubeletStarted` input, when the kubelet last started as its apply
+  script reported it, changes with every restart: so it runs after each, and a Ready the
+  kubelet reported before it restarted does not count);
 - delete: cordon, drain through the eviction API (PodDisruptionBudgets respected, bounded by
   cluster.drainTimeout, DaemonSet pods left alone) and delete the Node; or, with
   cluster.removeNodes false, only take the stack's taints back off.
@@ -83,10 +85,17 @@ class NodeOperations:
 
     # ------------------------------------------------------------ joining
 
-    def wait_ready(self, name: str, expected_labels: Mapping[str, str], timeout_seconds: int, journal: str) -> None:
+    def wait_ready(
+        self,
+        name: str,
+        expected_labels: Mapping[str, str],
+        timeout_seconds: int,
+        journal: str,
+        kubelet_started: str = "",
+    ) -> None:
         deadline = self.clock() + timeout_seconds
         while True:
-            readiness = cluster.node_readiness(self.node(name), expected_labels)
+            readiness = cluster.node_readiness(self.node(name), expected_labels, kubelet_started)
             if readiness.ready:
                 return
             if self.clock() >= deadline:
@@ -147,12 +156,13 @@ class NodeOperations:
 
     def drain_for_restart(self, name: str, revision: str, drain_timeout_seconds: int) -> None:
         """Cordon (marked as the rollout's) and drain before the kubelet restarts; a failed drain
-        puts the Node back in service, since its kubelet is then left alone. The mark also
-        keeps the NodeLifecycle from taking the Ready of before the restart for the new one."""
+        puts the Node back in service, since its kubelet is then left alone."""
         node = self.node(name)
         if node is None:
             return  # never registered: no pods to move
-        self._patch(name, cluster.rollout_cordon_patch(node, revision), "cordoning")
+        patch = cluster.rollout_cordon_patch(node, revision)
+        if patch is not None:
+            self._patch(name, patch, "cordoning")
         try:
             self._drain(name, drain_timeout_seconds)
         except DrainTimedOut as timeout:
@@ -177,7 +187,7 @@ class NodeOperations:
 
     def _is_ready(self, name: str) -> bool:
         node = self.node(name)
-        return node is not None and cluster.node_readiness(node, {}, since_restart=False).ready
+        return node is not None and cluster.node_readiness(node, {}).ready
 
     def _cordon(self, name: str) -> bool:
         try:
@@ -285,7 +295,13 @@ class NodeLifecycleProvider(dynamic.ResourceProvider):
     def _join(self, props: Mapping[str, Any], previously_declared: Sequence[Taint]) -> None:
         operations = self.operations(props.get("kubeconfig"))
         name = props["nodeName"]
-        operations.wait_ready(name, props["identityLabels"], int(props["readyTimeoutSeconds"]), props["journalCommand"])
+        operations.wait_ready(
+            name,
+            props["identityLabels"],
+            int(props["readyTimeoutSeconds"]),
+            props["journalCommand"],
+            props.get("kubeletStarted") or "",
+        )
         operations.reconcile_taints(name, previously_declared, cluster.taints_from(props.get("taints") or []))
         # Back from a restart the rollout drained it for (NodeDrain): schedulable again.
         operations.end_rollout(name)

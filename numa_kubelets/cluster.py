@@ -200,10 +200,11 @@ class Readiness:
 
 
 def node_readiness(
-    node: Mapping[str, Any] | None, expected_labels: Mapping[str, str], since_restart: bool = True
+    node: Mapping[str, Any] | None, expected_labels: Mapping[str, str], kubelet_started: str = ""
 ) -> Readiness:
-    """`since_restart`: a Node the rollout marked for a restart is Ready only once its restarted
-    kubelet reported (False: as it reads now, e.g. while draining it)."""
+    """`kubelet_started`: when the kubelet last started (UTC RFC 3339, the host's clock, as its
+    apply script reported it); a Ready condition last reported before that is the previous
+    kubelet's, from before its restart, and does not count."""
     if node is None:
         return Readiness(False, "never registered")
     labels = (node.get("metadata") or {}).get("labels") or {}
@@ -219,10 +220,9 @@ def node_readiness(
     state = f"Ready={ready.get('status')}"
     if ready.get("reason"):
         state += f" ({ready['reason']}: {ready.get('message', '')})".replace(": )", ")")
-    if since_restart and not reported_since_restart(node):
-        return Readiness(
-            False, f"{state} as its kubelet reported before restarting; the restarted one has not reported"
-        )
+    # Same clock, same format (seconds): a string comparison orders them.
+    if kubelet_started and (ready.get("lastHeartbeatTime") or "") < kubelet_started:
+        return Readiness(False, f"{state} as reported before the kubelet (re)started at {kubelet_started}")
     return Readiness(ready.get("status") == "True", state)
 
 
@@ -305,47 +305,24 @@ def drain_timeout_message(node_name: str, timeout_seconds: int, blocked: Mapping
 # Set on a Node the rollout cordoned, so that only the rollout uncordons it: a Node someone
 # else cordoned stays so. The value is the restart revision the drain was for.
 ROLLOUT_ANNOTATION = "numa-kubelets.io/drained-for-revision"
-# The Ready condition's lastHeartbeatTime when the drain began, on the kubelet's own clock: the
-# Node reads Ready from before the restart until the restarted kubelet reports (at its start).
-REPORTED_BEFORE_RESTART_ANNOTATION = "numa-kubelets.io/ready-heartbeat-before-restart"
 
 
-def _ready_heartbeat(node: Mapping[str, Any]) -> str | None:
-    conditions = (node.get("status") or {}).get("conditions") or []
-    ready = next((c for c in conditions if c.get("type") == "Ready"), None)
-    return ready.get("lastHeartbeatTime") if ready else None
-
-
-def rollout_cordon_patch(node: Mapping[str, Any], revision: str) -> Json:
-    """The merge patch that marks a Node for its kubelet's restart: cordoned (unless someone else
-    cordoned it: it is drained all the same, and left cordoned afterwards) and its last report."""
+def rollout_cordon_patch(node: Mapping[str, Any], revision: str) -> Json | None:
+    """The merge patch that cordons a Node for its kubelet's restart; None when someone else
+    cordoned it (it is drained all the same, and left cordoned afterwards)."""
     spec = node.get("spec") or {}
     annotations = (node.get("metadata") or {}).get("annotations") or {}
-    marks: dict[str, Any] = {REPORTED_BEFORE_RESTART_ANNOTATION: _ready_heartbeat(node)}
     if spec.get("unschedulable") and ROLLOUT_ANNOTATION not in annotations:
-        return {"metadata": {"annotations": marks}}
-    return {"metadata": {"annotations": {**marks, ROLLOUT_ANNOTATION: revision}}, "spec": {"unschedulable": True}}
+        return None
+    return {"metadata": {"annotations": {ROLLOUT_ANNOTATION: revision}}, "spec": {"unschedulable": True}}
 
 
 def rollout_uncordon_patch(node: Mapping[str, Any]) -> Json | None:
-    """Back in service after the restart (or a failed drain); None when the rollout left no mark."""
+    """Back in service after the restart (or a failed drain); None when the rollout did not cordon it."""
     annotations = (node.get("metadata") or {}).get("annotations") or {}
-    patch: Json = {}
-    if REPORTED_BEFORE_RESTART_ANNOTATION in annotations:
-        patch = {"metadata": {"annotations": {REPORTED_BEFORE_RESTART_ANNOTATION: None}}}
-    if ROLLOUT_ANNOTATION in annotations:
-        patch = {
-            "metadata": {"annotations": {REPORTED_BEFORE_RESTART_ANNOTATION: None, ROLLOUT_ANNOTATION: None}},
-            "spec": {"unschedulable": None},
-        }
-    return patch or None
-
-
-def reported_since_restart(node: Mapping[str, Any]) -> bool:
-    """False while the Node still shows the Ready report from before its kubelet's restart."""
-    annotations = (node.get("metadata") or {}).get("annotations") or {}
-    before = annotations.get(REPORTED_BEFORE_RESTART_ANNOTATION)
-    return before is None or _ready_heartbeat(node) != before
+    if ROLLOUT_ANNOTATION not in annotations:
+        return None
+    return {"metadata": {"annotations": {ROLLOUT_ANNOTATION: None}}, "spec": {"unschedulable": None}}
 
 
 def rollout_drain_failed_message(node_name: str, timeout_seconds: int, blocked: Mapping[str, str]) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import posixpath
+import re
 import shlex
 from dataclasses import dataclass
 
@@ -33,6 +34,8 @@ from .render import (
 )
 
 MIN_SYSTEMD = 244
+KUBELET_STARTED_PREFIX = "numa-kubelets: the kubelet runs since "
+RFC3339_UTC = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 # containerd versions that read the version-2 config render.py writes (2.x migrates it on load).
 SUPPORTED_CONTAINERD = ("1.6", "1.7", "2")
 PENDING_DIR = "/run/numa-kubelets/pending"
@@ -330,6 +333,24 @@ def _restart_if_pending(unit: str) -> str:
     )
 
 
+def _report_start_time(unit: str) -> str:
+    """When the running kubelet started, on the host's clock (the one its Node's heartbeats use),
+    as UTC RFC 3339: its NodeLifecycle waits for a Ready reported after that (cluster.py)."""
+    return (
+        f"started=$(systemctl show --value -p ActiveEnterTimestamp {q(unit)})\n"
+        f'echo "{KUBELET_STARTED_PREFIX}$(date -u -d "$started" +%Y-%m-%dT%H:%M:%SZ)"\n'
+    )
+
+
+def parse_kubelet_started(stdout: str | None) -> str:
+    """The start time a kubelet's apply script reported ("" when there is none)."""
+    for line in (stdout or "").splitlines():
+        if line.startswith(KUBELET_STARTED_PREFIX):
+            started = line.removeprefix(KUBELET_STARTED_PREFIX).strip()
+            return started if RFC3339_UTC.fullmatch(started) else ""
+    return ""
+
+
 def containerd_scripts(host: HostPlan, kubelet: KubeletPlan, plan: Plan) -> HostScripts:
     layout = kubelet.layout
     unit = layout.containerd_unit
@@ -472,6 +493,7 @@ def kubelet_scripts(host: HostPlan, kubelet: KubeletPlan, plan: Plan) -> HostScr
     apply_steps.append(write_file_step(taints, taints_marker) + f"done_pending {q(taints_marker)}\n")
     apply_steps.append(_resource_manager_state_step(kubelet))
     apply_steps.append(_restart_if_pending(unit))
+    apply_steps.append(_report_start_time(unit))
     remove_steps = [
         _stop_for_good(unit),
         _unmount_below(layout.root_dir),

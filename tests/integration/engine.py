@@ -7,6 +7,10 @@ creates and updates in dependency order, deletes in reverse order, a changed com
 runs its update script, an unchanged one runs nothing, and a replacement with
 `delete_before_replace` deletes the old command before creating the new one.
 
+The one output of a command the program feeds into another resource's inputs is the kubelet
+command's start-time line (its NodeLifecycle's `kubeletStarted`): the real engine resolves it
+after the command ran, so this runner fills it in from that command's last stdout.
+
 With `providers` (dynamic resource type -> the program's own provider) and `up(..., play=True)`
 the engine also plays those resources (create, diff, update, delete through the provider) and,
 as the real engine does, starts every step as soon as the steps it depends on are done, many
@@ -16,6 +20,7 @@ state is recorded as the program declared it (the test played them by hand).
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -25,6 +30,7 @@ from typing import Any, Protocol
 
 from pulumi import dynamic
 
+from numa_kubelets.scripts import parse_kubelet_started
 from tests.program.harness import ProgramRun, run_program
 
 COMMAND_TYPE = "command:remote:Command"
@@ -107,6 +113,8 @@ class Engine:
         self.providers = dict(providers or {})
         self.state: dict[str, DeployedCommand] = {}
         self.resources: dict[str, DeployedResource] = {}
+        # Each command's stdout as its last create or update printed it.
+        self.stdout: dict[str, str] = {}
         self.log: list[tuple[str, str]] = []
         self._log_lock = threading.Lock()
         # The program's last evaluation: the inputs of its other resources (e.g. NodeLifecycle).
@@ -122,6 +130,8 @@ class Engine:
         result = self.runner(script, stdin)
         with self._log_lock:
             self.log.append((command.name, phase))
+            if phase in ("create", "update"):
+                self.stdout[command.name] = result.stdout
         if result.rc != 0:
             raise CommandFailed(command.name, phase, result)
 
@@ -136,7 +146,7 @@ class Engine:
         else:
             for name in dependency_order(desired):
                 self._converge_command(name, desired[name])
-            self.resources.update(resources)
+            self.resources.update({name: self._resolved(r) for name, r in resources.items()})
         removed = {name: c for name, c in self.state.items() if name not in desired}
         for name in reversed(dependency_order(removed)):
             self._run(removed[name], "delete")
@@ -156,7 +166,16 @@ class Engine:
             self._run(new, "update")
         self.state[name] = new
 
+    def _resolved(self, resource: DeployedResource) -> DeployedResource:
+        """Its inputs as the real engine passes them, once the commands they come from ran."""
+        if "kubeletStarted" not in resource.inputs:
+            return resource
+        [kubelet] = [d for d in resource.dependencies if d.endswith("-kubelet") and d in self.state]
+        started = parse_kubelet_started(self.stdout.get(kubelet))
+        return dataclasses.replace(resource, inputs={**resource.inputs, "kubeletStarted": started})
+
     def _converge_resource(self, name: str, new: DeployedResource) -> None:
+        new = self._resolved(new)
         provider, old = self.providers[new.type], self.resources.get(name)
         if old is None:
             provider.create(dict(new.inputs))

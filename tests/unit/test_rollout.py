@@ -6,10 +6,12 @@ import copy
 
 import pytest
 
+from numa_kubelets.cluster import node_readiness
 from numa_kubelets.config import ConfigError, load_config
 from numa_kubelets.plan import Plan, build_plan
 from numa_kubelets.revision import restart_revision
 from numa_kubelets.rollout import RolloutKubelet, RolloutPolicy, restart_batches, restarting, waits_for
+from numa_kubelets.scripts import parse_kubelet_started
 from tests.unit.builders import origin_config, origin_host, with_cluster
 
 
@@ -166,3 +168,21 @@ def test_an_unsupported_per_host_or_kubelet_version_names_its_path(where, path):
     with pytest.raises(ConfigError) as error:
         load_config(origin_config(hosts=[host]))
     assert any(p.path == path and "not supported" in p.message for p in error.value.problems), error.value.problems
+
+
+def test_the_kubelets_start_time_is_read_from_its_apply_scripts_output():
+    line = "numa-kubelets: the kubelet runs since 2026-12-01T18:00:07Z\n"
+    assert parse_kubelet_started("other output\n" + line) == "2026-12-01T18:00:07Z"
+    assert parse_kubelet_started("numa-kubelets: the kubelet runs since Tue 2026-12-01\n") == ""
+    assert parse_kubelet_started(None) == ""
+
+
+def test_a_ready_reported_before_the_kubelet_restarted_does_not_count():
+    def node(heartbeat: str) -> dict:
+        ready = {"type": "Ready", "status": "True", "lastHeartbeatTime": heartbeat}
+        return {"metadata": {"labels": {}}, "status": {"conditions": [ready]}}
+
+    started = "2026-12-01T18:00:07Z"
+    assert not node_readiness(node("2026-12-01T18:00:06Z"), {}, started).ready
+    assert node_readiness(node("2026-12-01T18:00:07Z"), {}, started).ready
+    assert node_readiness(node("2026-12-01T18:00:06Z"), {}).ready  # no start time known: as it reads
