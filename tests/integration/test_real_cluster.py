@@ -855,8 +855,8 @@ def test_removing_the_nodes_drains_and_deletes_them(joined, stopwatch):
             provider.delete(props["nodeName"], dict(props))
         assert read_node(core, props["nodeName"]) is None
     # Drained through the eviction API: no pod is left running. A finished pod (Failed,
-    # Succeeded) is left, as kubectl drain leaves it, and is named in the timings: node 1's demo
-    # pod is found Failed after the static managers' switch, not yet explained (README).
+    # Succeeded) would be left, as kubectl drain leaves it, and is named in the timings (node 1's
+    # demo pod was, when the static managers' switch restarted its kubelet without a drain).
     left = {
         p.metadata.name: f"{p.status.phase} ({p.status.reason}: {p.status.message})"
         for p in core.list_namespaced_pod(NAMESPACE).items
