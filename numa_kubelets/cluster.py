@@ -292,9 +292,13 @@ def pods_to_drain(pods: Sequence[Mapping[str, Any]], node_ready: bool) -> list[M
     )
 
 
-def drain_timeout_message(node_name: str, timeout_seconds: int, blocked: Mapping[str, str]) -> str:
+def _blocked_pods(blocked: Mapping[str, str]) -> str:
     """`blocked`: pod key -> why it is still there (e.g. the PodDisruptionBudget's refusal)."""
-    pods = "; ".join(f"{pod}: {why}" for pod, why in sorted(blocked.items()))
+    return "; ".join(f"{pod}: {why}" for pod, why in sorted(blocked.items()))
+
+
+def drain_timeout_message(node_name: str, timeout_seconds: int, blocked: Mapping[str, str]) -> str:
+    pods = _blocked_pods(blocked)
     return (
         f"draining Node {node_name} did not finish within {timeout_seconds}s (cluster.drainTimeout); "
         f"pods still there: {pods}. Nothing was removed from the host; resolve the blocker (e.g. the "
@@ -326,7 +330,7 @@ def rollout_uncordon_patch(node: Mapping[str, Any]) -> Json | None:
 
 
 def rollout_drain_failed_message(node_name: str, timeout_seconds: int, blocked: Mapping[str, str]) -> str:
-    pods = "; ".join(f"{pod}: {why}" for pod, why in sorted(blocked.items()))
+    pods = _blocked_pods(blocked)
     return (
         f"draining Node {node_name} before its kubelet restarts did not finish within {timeout_seconds}s "
         f"(cluster.drainTimeout); pods still there: {pods}. The kubelet was not restarted and the Node is "
