@@ -25,6 +25,8 @@ from numa_kubelets.plan import ClusterPlan, Taint
 from tests.realcluster.clients import api_for, create_managed_token, eventually, token_api
 from tests.realcluster.controlplane import ControlPlane
 
+pytestmark = pytest.mark.realtools  # tests/run.sh runs these once `make tools` is done
+
 TENANT = Taint("tenant", "a", "NoSchedule")
 JOURNAL = "journalctl -u kubelet@numa0.service"
 

@@ -28,6 +28,8 @@ from pulumi import automation as auto
 
 from tests import realtools
 
+pytestmark = pytest.mark.realtools  # tests/run.sh runs these once `make tools` is done
+
 SECRET = "e2e-plaintext-5f1c"
 
 

@@ -62,6 +62,8 @@ from tests.realcluster.clients import api_for, create_managed_token
 from tests.realcluster.controlplane import ControlPlane, inline_kubeconfig, tool
 from tests.testhost.topology import parse_cpulist
 
+pytestmark = pytest.mark.realtools  # tests/run.sh runs these once `make tools` is done
+
 q = shlex.quote
 
 STACK = "test"  # the stack name the program runs under (tests/program/harness.py): the token's group has it

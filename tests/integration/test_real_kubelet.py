@@ -10,9 +10,11 @@ sandbox image is the stack's `containerd.sandboxImage`.
 
 Per test host OS (bookworm: containerd 1.6, systemd 252; trixie: containerd 1.7, systemd 257;
 NUMA_KUBELETS_POD_SUITES picks), on the session's origin machine of that OS, the scenarios
-build on each other in file order: apply, the kubelet processes, healthz, an unknown field,
-the static pods (the program's probe and verdict, systemd-cgls, Cpus_allowed_list), a restart,
-destroy. The fixture leaves the host as it found it.
+build on each other in file order: apply (and the runtime versions the preflight reports), the
+kubelet processes, healthz, an unknown field, the static pods (the program's probe and verdict,
+systemd-cgls, Cpus_allowed_list), a container outside its slice judged not ok, a containerd
+restart, a kubelet restart, destroy. The fixture leaves the host as it found it. (These replace
+the scenarios that drove containerd with the CRI test client standing in for the kubelet.)
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import copy
 import json
 import shlex
+import uuid
 from typing import Any
 
 import pytest
@@ -30,7 +33,7 @@ from numa_kubelets.placement import DemoPod, StackKubelets, judge_placement, par
 from numa_kubelets.plan import build_plan
 from numa_kubelets.problems import ConfigError
 from numa_kubelets.render import SYSTEMD_CGROUP_CONTROLLERS
-from tests.cri import PAUSE_IMAGE, WORKLOAD_IMAGE, CriTestClient, pod_cgroup_parent
+from tests.cri import PAUSE_IMAGE, WORKLOAD_IMAGE, ContainerSpec, CriTestClient, PodSpec, pod_cgroup_parent
 from tests.integration.conftest import TIMINGS
 from tests.integration.engine import Engine
 from tests.integration.hostcheck import HostView
@@ -45,6 +48,8 @@ from tests.integration.realkubelet import (
 )
 from tests.integration.test_lifecycle import stack_for
 from tests.testhost.fixtures import HOST_SUITES
+
+pytestmark = pytest.mark.realtools  # tests/run.sh runs these once `make tools` is done
 
 q = shlex.quote
 
@@ -186,6 +191,25 @@ def test_apply_starts_the_real_kubelet_in_each_slice(real, stopwatch):
         assert view.process_status(pid) == {"Cpus_allowed_list": CPUS[numa], "Mems_allowed_list": str(numa)}
         cmdline = view.sh(f"tr '\\0' ' ' < /proc/{pid}/cmdline")
         assert cmdline.startswith(f"{GUEST_KUBELET} --config=/etc/numa-kubelets/numa{numa}/kubelet-config.yaml")
+        config = view.sh(f"cat /etc/numa-kubelets/numa{numa}/containerd.toml")
+        assert f'sandbox_image = "{PAUSE_IMAGE}"' in config
+    # Live on every systemd (257 does not apply the drop-ins on daemon-reload alone), and no
+    # `set-property --runtime` drop-in is left to shadow the persistent ones.
+    for pid in (1, view.pid_of("sshd")):
+        assert view.process_status(pid)["Cpus_allowed_list"] == "0,4"
+    assert view.runtime_control_dropins() == ""
+
+
+def test_the_preflight_reports_the_runtime_versions_of_the_host(real):
+    suite, engine = real["suite"], real["engine"]
+    preflight = real["host"].run(engine.state["numa-a-preflight"].inputs["create"])
+    line = preflight.stdout.strip()
+    TIMINGS.append((f"[{suite}] {line.removeprefix('numa-kubelets preflight passed on host numa-a ')}", 0.0))
+    expected = {"bookworm": ("systemd 252", "containerd 1.6."), "trixie": ("systemd 257", "containerd 1.7.")}[suite]
+    assert line.startswith("numa-kubelets preflight passed on host numa-a (systemd ")
+    for fragment in expected:
+        assert fragment in line
+    assert "runc 1." in line
 
 
 def test_each_kubelet_answers_healthz_on_its_port(real, stopwatch):
@@ -229,7 +253,9 @@ def test_each_kubelet_runs_its_static_pod_from_the_imported_images(real, stopwat
     host, view = real["host"], real["view"]
     for numa in (0, 1):
         cri = CriTestClient(host, socket_of(numa))
+        assert cri.version()["runtime_name"] == "containerd"
         assert cri.import_images() == ["pause.tar", "workload.tar"]
+        assert cri.image_present(PAUSE_IMAGE) and cri.image_present(WORKLOAD_IMAGE)
         write_atomically(view, f"{manifests_dir(numa)}/numa-demo.yaml", static_pod_manifest())
     real["pods"] = {}
     for numa in (0, 1):
@@ -247,6 +273,11 @@ def test_each_kubelet_runs_its_static_pod_from_the_imported_images(real, stopwat
         info = json.loads(view.sh(f"ctr --address {socket_of(numa)} -n k8s.io containers info {sandbox['id']}"))
         assert info["Image"] == PAUSE_IMAGE
         assert cri.pod_status(sandbox["id"])["status"]["network"]["ip"].startswith("10.89.0.")
+        assert container["labels"]["io.kubernetes.pod.uid"] == sandbox["metadata"]["uid"]
+    statuses = {numa: CriTestClient(host, socket_of(numa)).status() for numa in (0, 1)}
+    # containerd 1.7.24 (trixie) adds a third condition, ContainerdHasNoDeprecationWarnings: all must hold.
+    for status in statuses.values():
+        assert {"RuntimeReady", "NetworkReady"} <= status.keys() and all(status.values()), statuses
 
 
 def probe(real, numa: int, uid: str) -> tuple[str, Any]:
@@ -302,17 +333,78 @@ def workload_pids(real) -> dict[int, int]:
     }
 
 
+def wait_for_healthz(view: HostView, numa: int, what: str) -> None:
+    wait_for(
+        f"kubelet@numa{numa} healthz {what}",
+        lambda: healthz(view, HEALTHZ_PORTS[numa]) == "ok",
+        KUBELET_START_TIMEOUT,
+        lambda: kubelet_journal(view, numa),
+    )
+
+
+def test_a_container_outside_its_slice_is_judged_not_ok_with_its_cpus(real):
+    """A pod started under the kubelet's default cgroupRoot ("/"): the machine-wide kubepods.slice.
+    Started through the CRI while kubelet@numa0 is stopped: a running kubelet kills a sandbox it
+    did not create (its housekeeping), before the probe could see it."""
+    host, view = real["host"], real["view"]
+    cri = CriTestClient(host, socket_of(0))
+    uid = str(uuid.uuid4())
+    spec = PodSpec(
+        name="numa-demo-misplaced",
+        namespace=NAMESPACE,
+        uid=uid,
+        cgroup_root="/",
+        pod_logs_dir="/var/log/pods-numa0",
+        containers=[ContainerSpec("demo", WORKLOAD_IMAGE, command=list(COMMAND))],
+    )
+    view.sh("systemctl stop kubelet@numa0.service")
+    try:
+        misplaced = cri.run_pod(spec)
+        try:
+            assert misplaced.cgroup_parent.startswith("/kubepods.slice/kubepods-besteffort.slice/")
+            _, verdict = probe(real, 0, uid)
+            assert not verdict.ok
+            message = verdict.failure_message()
+            assert "may run on CPUs 0-7; numa0.slice has CPUs 1-3" in message, message
+            assert "may allocate on memory nodes 0-1; numa0.slice has memory node 0" in message, message
+        finally:
+            cri.remove_pod(misplaced.sandbox_id, grace_seconds=0)
+            # A kubelet removes the pod's slices; the CRI client does not, so the test does.
+            view.sh("systemctl stop kubepods.slice")
+    finally:
+        view.sh("systemctl start kubelet@numa0.service")
+    wait_for_healthz(view, 0, "after its stop")
+    assert all(pod["labels"].get("io.kubernetes.pod.uid") != uid for pod in cri.pods())
+    assert static_pod_sandbox(cri, 0)["id"] == real["pods"][0][0]["id"]
+
+
+def test_static_pods_survive_a_containerd_restart(real, stopwatch):
+    view, before = real["view"], workload_pids(real)
+    with stopwatch(f"[{real['suite']}] real kubelet: restart both containerd instances"):
+        view.sh("systemctl restart containerd@numa0.service containerd@numa1.service")
+        for numa in (0, 1):
+            cri = CriTestClient(real["host"], socket_of(numa))
+            wait_for(
+                f"containerd@numa{numa} RuntimeReady after a restart",
+                lambda c=cri: c.status().get("RuntimeReady"),
+                120,
+                lambda n=numa: kubelet_journal(view, n),
+            )
+    # The kubelet rides out its runtime's restart, and keeps the running pod: same process.
+    for numa in (0, 1):
+        cri = CriTestClient(real["host"], socket_of(numa))
+        assert static_pod_sandbox(cri, numa)["id"] == real["pods"][numa][0]["id"]
+        assert probe(real, numa, real["pods"][numa][0]["metadata"]["uid"])[1].ok
+        assert view.active(f"kubelet@numa{numa}.service")
+    assert workload_pids(real) == before
+
+
 def test_static_pods_survive_a_kubelet_restart(real, stopwatch):
     view, before = real["view"], workload_pids(real)
     with stopwatch(f"[{real['suite']}] real kubelet: restart both kubelets, healthz ok again"):
         view.sh("systemctl restart kubelet@numa0.service kubelet@numa1.service")
         for numa in (0, 1):
-            wait_for(
-                f"kubelet@numa{numa} healthz after a restart",
-                lambda n=numa: healthz(view, HEALTHZ_PORTS[n]) == "ok",
-                KUBELET_START_TIMEOUT,
-                lambda n=numa: kubelet_journal(view, n),
-            )
+            wait_for_healthz(view, numa, "after a restart")
     # The restarted kubelet adopts its running pod: same sandbox, same container process.
     assert workload_pids(real) == before
     for numa in (0, 1):
@@ -331,9 +423,18 @@ def test_destroy_stops_the_kubelets_and_their_pods(real, stopwatch):
     assert view.sh("pgrep -x kubelet || true") == ""
     assert view.sh("pgrep -f '[c]ontainerd-shim' || true") == ""
     assert view.sh("systemctl list-units --all --plain --no-legend 'cri-containerd-*' 'numa*' 'kubelet@*'") == ""
+    # The pods' CNI network namespaces went with them (the host ends of their veths inside).
+    assert view.sh("ip netns list") == ""
+    assert view.sh("ip -o link show type veth") == ""
+    # The host services' CPU restriction is lifted live, without a runtime drop-in left behind.
+    for pid in (1, view.pid_of("sshd")):
+        assert view.process_status(pid)["Cpus_allowed_list"] == "0-7"
+    assert view.runtime_control_dropins() == ""
     for numa in (0, 1):
         assert not view.exists(f"/sys/fs/cgroup/numa{numa}.slice")
         assert not view.exists(f"/var/lib/kubelet-numa{numa}")
+        assert not view.exists(f"/var/lib/containerd-numa{numa}")
+        assert not view.exists(f"/run/containerd-numa{numa}")
     # What the kubelets (hugetlb) and runc (rdma, misc) turned on in the root cgroup is off again;
     # the controllers systemd manages are its own business.
     after = set(view.sh(f"cat {ROOT_SUBTREE_CONTROL}").split()) - set(SYSTEMD_CGROUP_CONTROLLERS)

@@ -12,6 +12,10 @@ NODES = [[0, 3, 6], [1, 4, 7], [2, 5]]
 def test_three_interleaved_numa_nodes(boot_testhost, stopwatch):
     with stopwatch("boot 3-node interleaved machine"):
         host = boot_testhost(NODES)
+    # The emulated firmware numbers the CPUs as asked (the test host's topology, not the program).
+    cpulists = "for node in $(ls -d /sys/devices/system/node/node[0-9]* | sort -V); do cat $node/cpulist; done"
+    assert host.run(cpulists).stdout.split() == ["0,3,6", "1,4,7", "2,5"]
+    assert host.run("numactl --hardware | head -1").stdout.strip() == "available: 3 nodes (0-2)"
     config = {
         "sshPrivateKeyPath": str(host.key_path),
         "hosts": [

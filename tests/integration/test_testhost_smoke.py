@@ -1,17 +1,15 @@
 """The emulated NUMA test host is what the real-host tier relies on: check it.
 
 Uses the session's shared origin machine (`numa_host`, CPUs 0-3 on NUMA node
-0 and 4-7 on node 1) plus one extra boot with three nodes and interleaved
-CPU numbering. Fixtures come from tests/testhost/fixtures.py.
+0 and 4-7 on node 1); the 3-node interleaved machine is checked where it is
+booted (test_second_topology.py). Fixtures come from tests/testhost/fixtures.py.
 """
 
 import pytest
 
-from tests.testhost import TestHost, Topology
+from tests.testhost import TestHost
 
 pytestmark = pytest.mark.testhost
-
-INTERLEAVED = Topology.parse("0,3,6;1,4,7;2,5")
 
 
 def test_pid1_is_systemd_252(numa_host: TestHost) -> None:
@@ -74,12 +72,6 @@ def test_stdin_reaches_the_script(numa_host: TestHost) -> None:
     assert numa_host.run("cat", stdin=payload).stdout == payload
     result = numa_host.run("cat >&2; exit 3", stdin=b"\x00binary", check=False)
     assert (result.rc, result.stderr) == (3, "\x00binary")
-
-
-def test_interleaved_three_node_topology(boot_testhost) -> None:
-    with boot_testhost(INTERLEAVED) as host:
-        assert _node_cpulists(host) == ["0,3,6", "1,4,7", "2,5"]
-        assert host.run("numactl --hardware | head -1").stdout.strip() == "available: 3 nodes (0-2)"
 
 
 def _node_cpulists(host: TestHost) -> list[str]:

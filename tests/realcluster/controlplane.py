@@ -29,6 +29,7 @@ from pathlib import Path
 
 import yaml
 
+from tests import realtools
 from tests.realcluster import pki
 from tests.testhost.qemu import GUEST_API_ADDRESS, GUEST_API_PORT
 
@@ -76,6 +77,7 @@ class ControlPlaneError(RuntimeError):
 
 def tool(name: str) -> Path:
     """A program built by `make tools`; missing means the tier fails, saying how to build it."""
+    realtools.check_not_pending()
     path = TOOLS_BIN / name
     if not os.access(path, os.X_OK):
         raise ControlPlaneError(f"{path} is missing: build the real programs first with `make tools`")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 
+import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -15,6 +16,8 @@ from numa_kubelets import cluster
 from tests.realcluster.clients import api_for, create_managed_token, eventually, token_api
 from tests.realcluster.controlplane import ControlPlane, tool
 from tests.testhost.qemu import GUEST_API_ADDRESS
+
+pytestmark = pytest.mark.realtools  # tests/run.sh runs these once `make tools` is done
 
 STACK = "realcluster"
 KUBELET_SIGNER = "kubernetes.io/kube-apiserver-client-kubelet"

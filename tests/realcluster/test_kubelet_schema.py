@@ -10,8 +10,12 @@ import json
 import subprocess
 from typing import Any
 
+import pytest
+
 from numa_kubelets import kubelet_config as kc
 from tests.realcluster.controlplane import tool
+
+pytestmark = pytest.mark.realtools  # tests/run.sh runs these once `make tools` is done
 
 # component-base's logging `options` hold one object per registered log format (json, text):
 # the core leaves them open (MapOf(ANY)) and lets the kubelet judge them.

@@ -7,6 +7,8 @@ import pytest
 from tests.realcluster import controlplane
 from tests.realcluster.controlplane import ControlPlane, ControlPlaneError
 
+pytestmark = pytest.mark.realtools  # tests/run.sh runs these once `make tools` is done
+
 
 def test_a_component_that_exits_is_named_with_its_log_tail(tmp_path, monkeypatch):
     real_tool = controlplane.tool
