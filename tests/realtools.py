@@ -7,6 +7,7 @@ The same settings as tools/pulumi-env.sh: plugins come only from the plugin cach
 import os
 import re
 import sys
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -20,14 +21,36 @@ class ToolMissing(AssertionError):
     """A real tool is not built: the test fails (it does not skip)."""
 
 
-def check_not_pending() -> None:
-    """tests/run.sh runs the tests that need no built program while tools/build.sh still runs:
-    one that asks for a tool then fails at once, instead of finding a half-built set by luck."""
-    if os.environ.get("NUMA_KUBELETS_TOOLS_PENDING"):
-        raise ToolMissing(
-            "this test asks for a program `make tools` builds, but runs before the build is done "
-            "(tests/run.sh): mark its module `pytestmark = pytest.mark.realtools`"
-        )
+# The program families in the order tools/build.sh builds them by default (a unit test checks
+# they agree). Under tests/run.sh the build runs beside the tests, so the tests that need a
+# family are ordered by it (`pytest.mark.realtools(family)`, the last family they need) and
+# wait in `wait_until_built` for what is not there yet.
+BUILD_ORDER = ("kubernetes", "etcd", "kubelet_previous", "pulumi", "pulumi_kubernetes")
+# What tools/build.sh has finished in this run, one program name per line; and, once it ended,
+# its exit code and duration (written by tests/run.sh).
+READY_LIST = REPO / ".tools" / "ready"
+BUILD_EXIT = REPO / ".tools" / "build.exit"
+# Seconds the tests spent waiting for the build, per program (reported at the end of a run).
+WAITED: dict[str, float] = {}
+
+
+def wait_until_built(name: str) -> None:
+    """Returns once tools/build.sh has built `name` or ended, when tests/run.sh runs it beside
+    the tests (NUMA_KUBELETS_TOOLS_BUILDING); at once otherwise. A failed build fails here."""
+    if not os.environ.get("NUMA_KUBELETS_TOOLS_BUILDING"):
+        return
+    started = time.monotonic()
+    while True:
+        if READY_LIST.exists() and name in READY_LIST.read_text().split():
+            break
+        if BUILD_EXIT.exists():
+            code = BUILD_EXIT.read_text().split()[0]
+            if code != "0":
+                raise ToolMissing(f"tools/build.sh failed (exit {code}) before it built {name}: see .tools/build.log")
+            break  # it ended: the caller finds the program, or says that it is missing
+        time.sleep(2)
+    if (waited := time.monotonic() - started) >= 1:
+        WAITED[name] = WAITED.get(name, 0.0) + waited
 
 
 def cli_version() -> str:
@@ -46,7 +69,8 @@ def pins() -> dict[str, str]:
 
 def require(*names: str) -> None:
     """Fails with how to build them when a real tool or plugin is missing."""
-    check_not_pending()
+    for name in names:
+        wait_until_built(name)
     missing = [name for name in names if not (TOOLS_BIN / name).is_file()]
     if missing:
         raise ToolMissing(f"not built: {', '.join(missing)} in {TOOLS_BIN}; run `make tools`")
@@ -54,7 +78,7 @@ def require(*names: str) -> None:
 
 def require_plugin(name: str, version: str) -> None:
     """Fails when the plugin cache lacks a provider at exactly this version."""
-    check_not_pending()
+    wait_until_built(f"pulumi-resource-{name}")  # tools/build.sh installs it into the cache first
     plugin = PULUMI_HOME / "plugins" / f"resource-{name}-v{version}" / f"pulumi-resource-{name}"
     if not plugin.is_file():
         raise ToolMissing(f"plugin {name} {version} is not in {PULUMI_HOME}; run `make tools`")

@@ -12,7 +12,11 @@ cd "$(dirname "$0")/.."
 tools_dir=$PWD/tools
 bin_dir=$PWD/.tools/bin
 pulumi_home=$PWD/.tools/pulumi-home
+# The programs finished so far, one name per line: tests/run.sh runs the tests beside this build,
+# and a test that needs a program waits until it is listed here (tests/realtools.py).
+ready_list=$PWD/.tools/ready
 mkdir -p "$bin_dir"
+: >"$ready_list"
 
 # Release builds: no cgo (static binaries that also run inside the Debian test guests),
 # paths trimmed, no VCS stamp (a module from the cache has none).
@@ -30,6 +34,9 @@ build() {
 
 # link NAME TARGET: a program of a multi-call binary, started under its own name.
 link() { ln -sfn "$2" "$bin_dir/$1"; }
+
+# ready NAME...: these programs are built and installed (see ready_list).
+ready() { printf '%s\n' "$@" >>"$ready_list"; }
 
 # module_dir MODULE_DIR MODULE: where the module cache holds a dependency's source, downloaded
 # first (`go list -m` alone prints nothing for a module not yet in the cache: a fresh machine).
@@ -67,17 +74,20 @@ build_kubernetes() {
   # device plugin for the real-kubelet tests.
   build kubelet-schema kubernetes ./kubeletschema
   build test-device-plugin kubernetes ./testdeviceplugin -ldflags "-s -w"
+  ready kubernetes kubelet kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubelet-schema test-device-plugin
 }
 
 # The previous minor's kubelet (tools/kubelet-previous): what the rolling-upgrade tests
 # upgrade from, to the kubelet above.
 build_kubelet_previous() {
   build kubelet-previous kubelet-previous k8s.io/kubernetes/cmd/kubelet -ldflags "$(kubernetes_ldflags kubelet-previous)"
+  ready kubelet-previous
 }
 
 build_etcd() {
   # etcd's server module root is its main package; its version is a constant of the api module.
   build etcd etcd go.etcd.io/etcd/server/v3 -ldflags "-s -w"
+  ready etcd
 }
 
 # The Pulumi CLI, with the flags of its release build (pulumi/pulumi .goreleaser.yml):
@@ -94,6 +104,7 @@ build_pulumi() {
   local sdk
   sdk=$(module_dir pulumi github.com/pulumi/pulumi/sdk/v3)
   install -m 0755 "$sdk/python/dist/pulumi-resource-pulumi-python" "$sdk/python/cmd/pulumi-language-python-exec" "$bin_dir/"
+  ready pulumi pulumi-resource-pulumi-python pulumi-language-python-exec
 }
 
 # pin_of PACKAGE: the exact version constraints.txt pins a Python package to; a provider
@@ -129,11 +140,13 @@ build_pulumi_kubernetes() {
   build pulumi-resource-kubernetes pulumi-kubernetes . \
     -ldflags "-s -w -X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version=$version"
   install_plugin kubernetes "$version"
+  ready pulumi-resource-kubernetes
 }
 
 families=("$@")
-# pulumi before its providers: installing a plugin takes the CLI.
-[ ${#families[@]} -gt 0 ] || families=(kubernetes kubelet_previous etcd pulumi pulumi_kubernetes)
+# pulumi before its providers: installing a plugin takes the CLI. The order is the one the tests
+# that need them run in (tests/realtools.py BUILD_ORDER): the control plane's first.
+[ ${#families[@]} -gt 0 ] || families=(kubernetes etcd kubelet_previous pulumi pulumi_kubernetes)
 for family in "${families[@]}"; do
   declare -F "build_$family" >/dev/null || { echo "tools/build.sh: unknown program family $family" >&2; exit 2; }
   "build_$family"

@@ -25,7 +25,7 @@ from numa_kubelets.plan import ClusterPlan, Taint
 from tests.realcluster.clients import api_for, create_managed_token, eventually, token_api
 from tests.realcluster.controlplane import ControlPlane
 
-pytestmark = pytest.mark.realtools  # tests/run.sh runs these once `make tools` is done
+pytestmark = pytest.mark.realtools("etcd")  # the control plane: built by tools/build.sh
 
 TENANT = Taint("tenant", "a", "NoSchedule")
 JOURNAL = "journalctl -u kubelet@numa0.service"

@@ -28,7 +28,9 @@ from pulumi import automation as auto
 
 from tests import realtools
 
-pytestmark = pytest.mark.realtools  # tests/run.sh runs these once `make tools` is done
+pytestmark = pytest.mark.realtools(
+    "pulumi_kubernetes"
+)  # the Pulumi CLI and its kubernetes provider: built by tools/build.sh
 
 SECRET = "e2e-plaintext-5f1c"
 

@@ -27,7 +27,7 @@ from tests import realtools
 from tests.e2e.test_pulumi_cli import offline_env, write_project  # noqa: F401 (a fixture)
 from tests.unit.builders import origin_config, origin_host
 
-pytestmark = pytest.mark.realtools  # tests/run.sh runs these once `make tools` is done
+pytestmark = pytest.mark.realtools("pulumi")  # the Pulumi CLI: built by tools/build.sh
 
 WORK_SECONDS = 1.5
 NODES = ["numa-a-numa0", "numa-a-numa1", "numa-b-numa0", "numa-b-numa1"]

@@ -19,6 +19,8 @@ q = shlex.quote
 GUEST_KUBELET = "/usr/local/bin/kubelet"
 # The previous minor's kubelet (tools/kubelet-previous), which the rolling upgrade starts from.
 GUEST_KUBELET_PREVIOUS = "/usr/local/bin/kubelet-previous"
+# What each test host OS ships (tests/testhost/recipe.py SUITES), as the preflight reports it.
+RUNTIME_VERSIONS = {"bookworm": ("systemd 252", "containerd 1.6."), "trixie": ("systemd 257", "containerd 1.7.")}
 # TCG is slow: a kubelet needs tens of seconds to start, a pod as long again.
 KUBELET_START_TIMEOUT = 240.0
 POD_START_TIMEOUT = 300.0
@@ -67,3 +69,13 @@ def write_atomically(view: HostView, path: str, content: str) -> None:
     directory, name = path.rsplit("/", 1)
     temporary = f"{directory}/.{name}.tmp"
     view.host.run(f"mkdir -p {q(directory)} && cat > {q(temporary)} && mv -f {q(temporary)} {q(path)}", stdin=content)
+
+
+def check_preflight_report(host: Any, preflight_script: str, suite: str) -> str:
+    """Runs the program's preflight script again: it passes and names the OS's systemd,
+    containerd and runc versions. Returns the versions it printed."""
+    line = host.run(preflight_script).stdout.strip()
+    assert line.startswith("numa-kubelets preflight passed on host "), line
+    for fragment in (*RUNTIME_VERSIONS[suite], "runc 1."):
+        assert fragment in line, line
+    return line[line.index("(") :]

@@ -34,6 +34,7 @@ import threading
 from typing import Any
 
 import pytest
+import yaml
 from cryptography import x509
 from kubernetes import client as kube_client
 from kubernetes.client.exceptions import ApiException
@@ -52,6 +53,7 @@ from tests.integration.realkubelet import (
     GUEST_KUBELET,
     GUEST_KUBELET_PREVIOUS,
     POD_START_TIMEOUT,
+    check_preflight_report,
     install_real_kubelet,
     kubelet_journal,
     wait_for,
@@ -60,9 +62,10 @@ from tests.integration.realkubelet import (
 from tests.integration.test_network_namespaces import namespace_stack, parent_interface
 from tests.realcluster.clients import api_for, create_managed_token
 from tests.realcluster.controlplane import ControlPlane, inline_kubeconfig, tool
+from tests.testhost.recipe import DEFAULT_SUITE
 from tests.testhost.topology import parse_cpulist
 
-pytestmark = pytest.mark.realtools  # tests/run.sh runs these once `make tools` is done
+pytestmark = pytest.mark.realtools("kubelet_previous")  # the control plane and both kubelets: built by tools/build.sh
 
 q = shlex.quote
 
@@ -211,6 +214,8 @@ def test_each_real_kubelet_registers_its_node_through_the_bootstrap_flow(joined,
     engine, view, core, plan = joined["engine"], joined["view"], joined["core"], joined["plan"]
     with stopwatch("real cluster: apply (namespace mode, bootstrap kubeconfig on stdin)"):
         engine.up(joined["config"])
+    versions = check_preflight_report(view.host, engine.state["numa-a-preflight"].inputs["create"], DEFAULT_SUITE)
+    TIMINGS.append((f"real cluster: [{DEFAULT_SUITE}] {versions}", 0.0))
     for kubelet in plan.kubelets:
         numa = kubelet.numa_node
         with stopwatch(f"real cluster: Node {kubelet.node_name} registered with a podCIDR"):
@@ -774,6 +779,34 @@ def cpu_manager_policy(view: HostView, numa: int) -> str | None:
     return json.loads(result.stdout)["policyName"] if result.rc == 0 and result.stdout.strip() else None
 
 
+def kubelet_config(view: HostView, numa: int) -> dict[str, Any]:
+    return yaml.safe_load(view.sh(f"cat /etc/numa-kubelets/numa{numa}/kubelet-config.yaml"))
+
+
+def check_reservations_against_sysfs(view: HostView) -> None:
+    """The static managers' reservations in each kubelet's file, against DESIGN.md section 6's
+    formulas computed here from the guest's sysfs. (The kubelet checks only their sum: it
+    refuses to start unless reservedMemory adds up to systemReserved plus evictionHard.)"""
+    total = int(view.sh("awk '$1 == \"MemTotal:\" { print $2 }' /proc/meminfo")) * 1024
+    memory = {numa: sysfs_node_memory_bytes(view, numa) for numa in (0, 1)}
+    hugepages = {numa: sysfs_hugepage_bytes(view, numa) for numa in (0, 1)}
+    assert hugepages == {0: 0, 1: HUGEPAGES * HUGEPAGE_KIB * 1024}
+    for numa in (0, 1):
+        other = 1 - numa
+        config = kubelet_config(view, numa)
+        # Every CPU outside the slice: the kubelet hands exclusive CPUs out of its slice only.
+        assert config["reservedSystemCPUs"] == ("0,4-7" if numa == 0 else "0-4")
+        assert config["topologyManagerPolicy"] == "single-numa-node"
+        system_reserved = quantity_bytes(config["systemReserved"]["memory"])
+        assert system_reserved == total - memory[numa] - hugepages[other]
+        reserved = {
+            entry["numaNode"]: quantity_bytes(str(entry["limits"]["memory"])) for entry in config["reservedMemory"]
+        }
+        assert sum(reserved.values()) == system_reserved + EVICTION_HARD_MEMORY_BYTES  # the sum rule, to the byte
+        assert reserved[other] == memory[other] - hugepages[other]
+        assert reserved[numa] == EVICTION_HARD_MEMORY_BYTES + total - sum(memory.values())
+
+
 def test_static_managers_give_a_guaranteed_pod_exclusive_cpus_of_its_numa_node(joined, stopwatch):
     """The README's worked example with the real kubelet: its sum rule for reservedMemory accepted,
     a Guaranteed pod's CPUs exclusive and from the slice, its memory from its node."""
@@ -788,8 +821,10 @@ def test_static_managers_give_a_guaranteed_pod_exclusive_cpus_of_its_numa_node(j
     for numa in (0, 1):
         assert view.main_pid(f"kubelet@numa{numa}.service") != before[numa]
         # Its NodeLifecycle waited for the restarted kubelet's own report; its CPU manager runs
-        # the new policy (the program removed the old state file).
+        # the new policy (the program removed the old state file: the kubelet refuses to start
+        # on a checkpoint of another policy).
         assert cpu_manager_policy(view, numa) == "static"
+    check_reservations_against_sysfs(view)
     recreate_demo_pods(joined)
     demo = demo_pods(joined)[1]
     core.create_namespaced_pod(NAMESPACE, guaranteed_pod(demo))
@@ -824,6 +859,23 @@ def test_static_managers_give_a_guaranteed_pod_exclusive_cpus_of_its_numa_node(j
     # Gracefully, and until gone: its sandbox is torn down by the kubelet, network namespace and all.
     core.delete_namespaced_pod(GUARANTEED_POD, NAMESPACE)
     wait_for(f"{GUARANTEED_POD} deleted", lambda: pod_gone(core, GUARANTEED_POD), POD_START_TIMEOUT, lambda: "")
+
+
+def test_back_to_no_managers_is_a_rolling_restart_that_removes_their_state_again(joined, stopwatch):
+    engine, view = joined["engine"], joined["view"]
+    before = kubelet_pids(view)
+    with stopwatch("real cluster: static -> no managers (a rolling restart)"):
+        ran = engine.up(joined["config"], play=True)
+    assert [name for name, _ in ran if name.endswith("-drain")] == [
+        f"{k.node_name}-drain" for k in joined["plan"].kubelets
+    ]
+    for numa in (0, 1):
+        assert view.main_pid(f"kubelet@numa{numa}.service") != before[numa]
+        # The static checkpoint is gone, or the kubelet would not have started on policy none.
+        assert cpu_manager_policy(view, numa) == "none"
+        config = kubelet_config(view, numa)
+        assert "reservedSystemCPUs" not in config and "reservedMemory" not in config
+    recreate_demo_pods(joined)
 
 
 def test_removing_the_nodes_drains_and_deletes_them(joined, stopwatch):

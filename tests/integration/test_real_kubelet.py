@@ -8,8 +8,9 @@ serving the other scenarios. Images stay registry-free: the busybox-based pause 
 images are imported into each containerd instance before the static pods are written, and the
 sandbox image is the stack's `containerd.sandboxImage`.
 
-Per test host OS (bookworm: containerd 1.6, systemd 252; trixie: containerd 1.7, systemd 257;
-NUMA_KUBELETS_POD_SUITES picks), on the session's origin machine of that OS, the scenarios
+Per test host OS (trixie: containerd 1.7, systemd 257; bookworm, containerd 1.6 and systemd 252,
+is the real-cluster module's; NUMA_KUBELETS_STANDALONE_SUITES picks), on the session's origin
+machine of that OS, the scenarios
 build on each other in file order: apply (and the runtime versions the preflight reports), the
 kubelet processes, healthz, an unknown field, the static pods (the program's probe and verdict,
 systemd-cgls, Cpus_allowed_list), a container outside its slice judged not ok, a containerd
@@ -41,15 +42,16 @@ from tests.integration.realkubelet import (
     GUEST_KUBELET,
     KUBELET_START_TIMEOUT,
     POD_START_TIMEOUT,
+    check_preflight_report,
     install_real_kubelet,
     kubelet_journal,
     wait_for,
     write_atomically,
 )
 from tests.integration.test_lifecycle import stack_for
-from tests.testhost.fixtures import HOST_SUITES
+from tests.testhost.fixtures import STANDALONE_SUITES
 
-pytestmark = pytest.mark.realtools  # tests/run.sh runs these once `make tools` is done
+pytestmark = pytest.mark.realtools("kubernetes")  # the kubelet: built by tools/build.sh
 
 q = shlex.quote
 
@@ -135,7 +137,7 @@ def running_static_pod(cri: CriTestClient, numa: int) -> tuple[dict[str, Any], d
     return (sandbox, running[0]) if running else None
 
 
-@pytest.fixture(scope="module", params=HOST_SUITES)
+@pytest.fixture(scope="module", params=STANDALONE_SUITES)
 def real(request, origin_host_of):
     """Per test host OS: the session's origin machine of that OS (bookworm's is shared)."""
     host = origin_host_of(request.param)
@@ -202,14 +204,8 @@ def test_apply_starts_the_real_kubelet_in_each_slice(real, stopwatch):
 
 def test_the_preflight_reports_the_runtime_versions_of_the_host(real):
     suite, engine = real["suite"], real["engine"]
-    preflight = real["host"].run(engine.state["numa-a-preflight"].inputs["create"])
-    line = preflight.stdout.strip()
-    TIMINGS.append((f"[{suite}] {line.removeprefix('numa-kubelets preflight passed on host numa-a ')}", 0.0))
-    expected = {"bookworm": ("systemd 252", "containerd 1.6."), "trixie": ("systemd 257", "containerd 1.7.")}[suite]
-    assert line.startswith("numa-kubelets preflight passed on host numa-a (systemd ")
-    for fragment in expected:
-        assert fragment in line
-    assert "runc 1." in line
+    versions = check_preflight_report(real["host"], engine.state["numa-a-preflight"].inputs["create"], suite)
+    TIMINGS.append((f"[{suite}] {versions}", 0.0))
 
 
 def test_each_kubelet_answers_healthz_on_its_port(real, stopwatch):
@@ -350,7 +346,7 @@ def test_a_container_outside_its_slice_is_judged_not_ok_with_its_cpus(real):
     cri = CriTestClient(host, socket_of(0))
     uid = str(uuid.uuid4())
     spec = PodSpec(
-        name="numa-demo-misplaced",
+        name=f"{POD_NAME}-{NODE_NAMES[0]}",  # the demo pod's name (the probe looks for it), its own uid
         namespace=NAMESPACE,
         uid=uid,
         cgroup_root="/",

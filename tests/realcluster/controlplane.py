@@ -77,7 +77,7 @@ class ControlPlaneError(RuntimeError):
 
 def tool(name: str) -> Path:
     """A program built by `make tools`; missing means the tier fails, saying how to build it."""
-    realtools.check_not_pending()
+    realtools.wait_until_built(name)
     path = TOOLS_BIN / name
     if not os.access(path, os.X_OK):
         raise ControlPlaneError(f"{path} is missing: build the real programs first with `make tools`")

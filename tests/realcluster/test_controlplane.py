@@ -17,7 +17,7 @@ from tests.realcluster.clients import api_for, create_managed_token, eventually,
 from tests.realcluster.controlplane import ControlPlane, tool
 from tests.testhost.qemu import GUEST_API_ADDRESS
 
-pytestmark = pytest.mark.realtools  # tests/run.sh runs these once `make tools` is done
+pytestmark = pytest.mark.realtools("etcd")  # the control plane: built by tools/build.sh
 
 STACK = "realcluster"
 KUBELET_SIGNER = "kubernetes.io/kube-apiserver-client-kubelet"

@@ -7,7 +7,7 @@ import pytest
 from tests.realcluster import controlplane
 from tests.realcluster.controlplane import ControlPlane, ControlPlaneError
 
-pytestmark = pytest.mark.realtools  # tests/run.sh runs these once `make tools` is done
+pytestmark = pytest.mark.realtools("etcd")  # the control plane: built by tools/build.sh
 
 
 def test_a_component_that_exits_is_named_with_its_log_tail(tmp_path, monkeypatch):
