@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import ipaddress
 import itertools
 import shlex
 import threading
@@ -228,51 +227,13 @@ def test_a_host_network_container_lives_in_the_namespace_and_cni_paths_are_priva
         view.sh(f"rm -rf {ROOTFS} /var/lib/numa-kubelets/numa*/etc/cni/net.d/10-written-by-agent.conflist")
 
 
-CNI_CONFLIST = """{{
-  "cniVersion": "0.4.0",
-  "name": "numa-test",
-  "plugins": [{{"type": "bridge", "bridge": "cni0", "isGateway": true,
-               "ipam": {{"type": "host-local", "ranges": [[{{"subnet": "{subnet}"}}]]}}}}]
-}}
-"""
-
-
-def test_pods_started_through_the_cri_live_in_the_namespace(namespaced):
-    """Through containerd's CRI (tests/cri), with Debian's bridge + host-local plugins."""
+def test_a_host_network_pod_started_through_the_cri_lives_in_the_namespace(namespaced):
+    """Through containerd's CRI (tests/cri). (Pods with a network of their own, from CNI inside
+    the kubelet's namespace, are the real cluster's: test_real_cluster.py.)"""
     view = namespaced["view"]
     for numa in (0, 1):
-        subnet = f"10.88.{numa}.0/24"
-        # Written to the instance's private copy: the host's /etc/cni/net.d stays empty.
-        conflist = f"/var/lib/numa-kubelets/numa{numa}/etc/cni/net.d/10-numa-test.conflist"
-        view.host.run(f"cat > {conflist}", stdin=CNI_CONFLIST.format(subnet=subnet))
         cri = CriTestClient(view.host, f"/run/containerd-numa{numa}/containerd.sock")
         cri.import_images()
-        pod = PodSpec(
-            name=f"cni-probe-{numa}",
-            namespace="numa-test",
-            uid=str(uuid.uuid4()),
-            cgroup_root=f"/numa{numa}",
-            qos="besteffort",
-            host_network=False,
-            pod_logs_dir=f"/var/log/pods-numa{numa}",
-            containers=[ContainerSpec("probe", WORKLOAD_IMAGE, command=["/bin/sleep", "3600"])],
-        )
-        deadline = time.monotonic() + 60
-        while not cri.status().get("NetworkReady"):  # containerd picks the conflist up by inotify
-            assert time.monotonic() < deadline, "containerd never saw the CNI configuration"
-            time.sleep(2)
-        running = cri.run_pod(pod)
-        try:
-            address = cri.pod_status(running.sandbox_id)["status"]["network"]["ip"]
-            assert ipaddress.ip_address(address) in ipaddress.ip_network(subnet)
-            # The host end of the pod's veth and the bridge are in numa<N>, not in the host's namespace.
-            assert view.sh(f"ip -n numa{numa} -o link show type veth master cni0") != ""
-            assert view.sh("ip -o link show type veth; ip -o link show dev cni0 2>/dev/null || true") == ""
-            # host-local's lease lands in the instance's private /var/lib/cni.
-            assert view.exists(f"/var/lib/numa-kubelets/numa{numa}/var/lib/cni/networks/numa-test/{address}")
-        finally:
-            cri.remove_pod(running.sandbox_id)
-            view.sh(f"rm -f {conflist}; ip -n numa{numa} link delete cni0 2>/dev/null || true")
         # A hostNetwork pod (a CNI agent, kube-proxy) gets no namespace of its own: containerd's.
         marker = f"{3600 + numa}"
         host_pod = PodSpec(

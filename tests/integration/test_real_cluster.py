@@ -381,6 +381,17 @@ def test_the_real_scheduler_places_each_demo_pod_on_its_numa_node(joined, stopwa
         order = [f"numa{numa}-kubepods.slice", f"kubelet@numa{numa}.service"]
         assert all(any(line.startswith(name) for line in lines) for name in order), tree
         assert any(line.endswith(" ".join(COMMAND)) for line in lines), tree
+        # Namespace mode: the pod's network is made inside its kubelet's namespace, from the
+        # instance's private CNI files: the host end of its veth on that namespace's bridge,
+        # its host-local lease in the instance's own /var/lib/cni.
+        network = demo.kubelet.network
+        assert network is not None
+        assert view.sh(f"ip -n numa{numa} -o link show type veth master cni0") != ""
+        leases = network.private_copy("/var/lib/cni") + f"/networks/numa-kubelets-test-{numa}"
+        assert view.exists(f"{leases}/{pod.status.pod_ip}"), view.sh(f"ls -A {q(leases)} || true")
+    # Nothing of theirs in the host's own namespace, nor in the host's CNI directory.
+    assert view.sh("ip -o link show type veth; ip -o link show dev cni0 2>/dev/null || true") == ""
+    assert view.sh("ls -A /etc/cni/net.d 2>/dev/null || true") == ""
 
 
 def pod_gone(core: kube_client.CoreV1Api, name: str) -> bool:

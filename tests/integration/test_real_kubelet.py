@@ -395,6 +395,22 @@ def test_static_pods_survive_a_containerd_restart(real, stopwatch):
     assert workload_pids(real) == before
 
 
+def sandbox_history(real, numa: int) -> str:
+    """What a failed restart check shows: the instance's sandboxes and containers, and what its
+    kubelet said about sandboxes."""
+    view, cri = real["view"], CriTestClient(real["host"], socket_of(numa))
+    listing = "".join(
+        f"sandbox {p['id'][:12]} {p['state']} {p['labels'].get('io.kubernetes.pod.name')}\n" for p in cri.pods()
+    ) + "".join(
+        f"container {c['id'][:12]} {c['state']} of {c.get('podSandboxId', '?')[:12]}\n" for c in cri.containers()
+    )
+    said = view.host.run(
+        f"journalctl --no-pager -u kubelet@numa{numa}.service | grep -iE 'sandbox|killing|kill pod' | tail -n 25",
+        check=False,
+    ).stdout
+    return f"--- containerd@numa{numa}\n{listing}--- kubelet@numa{numa} on sandboxes\n{said}"
+
+
 def test_static_pods_survive_a_kubelet_restart(real, stopwatch):
     view, before = real["view"], workload_pids(real)
     with stopwatch(f"[{real['suite']}] real kubelet: restart both kubelets, healthz ok again"):
@@ -402,7 +418,11 @@ def test_static_pods_survive_a_kubelet_restart(real, stopwatch):
         for numa in (0, 1):
             wait_for_healthz(view, numa, "after a restart")
     # The restarted kubelet adopts its running pod: same sandbox, same container process.
-    assert workload_pids(real) == before
+    after = {numa: static_pod_sandbox(CriTestClient(real["host"], socket_of(numa)), numa) for numa in (0, 1)}
+    assert {n: (sandbox or {}).get("id") for n, sandbox in after.items()} == {
+        n: real["pods"][n][0]["id"] for n in (0, 1)
+    }, "\n".join(sandbox_history(real, n) for n in (0, 1))
+    assert workload_pids(real) == before, "\n".join(sandbox_history(real, n) for n in (0, 1))
     for numa in (0, 1):
         cri = CriTestClient(real["host"], socket_of(numa))
         assert running_static_pod(cri, numa) is not None

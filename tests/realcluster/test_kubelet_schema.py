@@ -7,10 +7,12 @@ by reflection. A release that adds, removes or retypes a field fails here until 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from typing import Any
 
 import pytest
+import yaml
 
 from numa_kubelets import kubelet_config as kc
 from tests.realcluster.controlplane import tool
@@ -77,3 +79,85 @@ def test_the_comparison_finds_a_field_the_kubelet_does_not_know():
         "authentication.x509: the core says string, the kubelet {'object': {'clientCAFile': 'string'}}",
         "draManagerReconcilePeriod: in the core, not in the real KubeletConfiguration",
     ]
+
+
+# A value of each core type that the kubelet's decoder takes: "1" is a string and a quantity,
+# 1 a number of nanoseconds (logging.flushFrequency) and a quantity (infoBufferSize).
+SAMPLES = {kc.BOOL: True, kc.INT: 1, kc.FLOAT: 0.5, kc.STR: "1", kc.DURATION: "1m0s", kc.ANY: 1}
+
+
+# Strings the kubelet parses further. A metav1.Time, which the core's vocabulary calls a string:
+# the kubelet refuses anything but RFC 3339 (the key is the program's own, refused in
+# kubeletConfig). Feature gate names: the kubelet panics on one it does not know while it
+# sets its defaults (the core leaves the names to it: see the README's limitations).
+TIMESTAMP = "2026-01-01T00:00:00Z"
+
+
+def a_feature_gate_of_the_kubelet() -> str:
+    """The first gate `kubelet --help` lists (`  Name=true|false (STAGE - default=...)`)."""
+    help_text = subprocess.run([tool("kubelet"), "--help"], capture_output=True, text=True).stdout
+    found = re.search(r"^\s+([A-Za-z0-9]+)=true\|false \(", help_text, re.MULTILINE)
+    assert found, "kubelet --help lists no feature gates"
+    return found.group(1)
+
+
+def sample_of(field_type: kc.FieldType, path: tuple[str, ...] = ()) -> Any:
+    if path == ("registerWithTaints", "timeAdded"):
+        return TIMESTAMP
+    if path == ("featureGates",):
+        return {a_feature_gate_of_the_kubelet(): True}
+    if isinstance(field_type, str):
+        return SAMPLES[field_type]
+    if isinstance(field_type, kc.ListOf):
+        return [sample_of(field_type.item, path)]
+    if isinstance(field_type, kc.MapOf):
+        return {"1": sample_of(field_type.value, path)}
+    return {
+        name: sample_of(value, (*path, name))
+        for name, value in field_type.fields.items()
+        if (*path, name) not in OPEN_IN_THE_CORE
+    }
+
+
+def leaf_paths(value: Any, path: tuple[str | int, ...] = ()) -> list[tuple[str | int, ...]]:
+    if isinstance(value, dict):
+        return [leaf for key, item in value.items() for leaf in leaf_paths(item, (*path, key))]
+    if isinstance(value, list):
+        return [leaf for index, item in enumerate(value) for leaf in leaf_paths(item, (*path, index))]
+    return [path]
+
+
+def lookup(document: Any, path: tuple[str | int, ...]) -> Any:
+    for step in path:
+        document = document[step]
+    return document
+
+
+def decoded_by_the_kubelet(document: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    text = json.dumps({"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration", **document})
+    return subprocess.run([tool("kubelet-schema"), "decode"], input=text, capture_output=True, text=True)
+
+
+def test_every_field_of_the_core_with_a_sample_value_is_read_by_the_kubelets_strict_decoder():
+    """One file with every field the core knows set: the kubelet's own codecs decode it strictly
+    (no unknown field, no value of the wrong type) and every value comes back out of what the
+    kubelet read (none dropped on the way to its internal configuration)."""
+    document = sample_of(kc.Obj(kc.KUBELET_FIELDS))
+    result = decoded_by_the_kubelet(document)
+    assert result.returncode == 0, result.stderr
+    read = yaml.safe_load(result.stdout)
+    missing = []
+    for path in leaf_paths(document):
+        try:
+            lookup(read, path)
+        except (KeyError, IndexError, TypeError):
+            missing.append(".".join(map(str, path)))
+    assert missing == [], f"set in the file, not in what the kubelet read: {missing}"
+    assert len(leaf_paths(document)) > 100  # every field, nested ones included
+
+
+def test_the_kubelets_strict_decoder_refuses_an_unknown_field_and_a_wrong_type():
+    unknown = decoded_by_the_kubelet({"podLogDirectory": "/var/log/pods"})
+    assert unknown.returncode != 0 and 'unknown field "podLogDirectory"' in unknown.stderr
+    mistyped = decoded_by_the_kubelet({"maxPods": "ten"})
+    assert mistyped.returncode != 0 and "maxPods" in mistyped.stderr, mistyped.stderr

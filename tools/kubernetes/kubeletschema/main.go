@@ -3,19 +3,29 @@
 // writes it: every JSON field with its type in the core's vocabulary (bool, int, float,
 // string, duration, any; {"list": T}, {"map": T}, {"object": {...}}). The unit tests compare it
 // with the core's copy, so a release that adds, drops or retypes a field fails CI.
+//
+// `kubelet-schema decode` reads a KubeletConfiguration (YAML or JSON) on stdin and decodes it
+// with the kubelet's own codecs, strictly (the kubelet's first attempt: an unknown field or a
+// value of the wrong type is an error), then prints what the kubelet read, encoded back in
+// v1beta1 with its defaults applied: a field it dropped is missing there.
 package main
 
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"reflect"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+	kubeletconfig "k8s.io/kubernetes/pkg/kubelet/apis/config"
+	kubeletscheme "k8s.io/kubernetes/pkg/kubelet/apis/config/scheme"
+	kubeletcodec "k8s.io/kubernetes/pkg/kubelet/kubeletconfig/util/codec"
 )
 
 var (
@@ -89,7 +99,40 @@ func fields(t reflect.Type) map[string]any {
 	return out
 }
 
+// decode: what the kubelet reads from the file on stdin (see the package comment).
+func decode() error {
+	data, err := io.ReadAll(os.Stdin)
+	if err != nil {
+		return err
+	}
+	_, codecs, err := kubeletscheme.NewSchemeAndCodecs(serializer.EnableStrict)
+	if err != nil {
+		return err
+	}
+	object, gvk, err := codecs.UniversalDecoder().Decode(data, nil, nil)
+	if err != nil {
+		return err
+	}
+	internal, ok := object.(*kubeletconfig.KubeletConfiguration)
+	if !ok {
+		return fmt.Errorf("not a KubeletConfiguration: %v", gvk)
+	}
+	encoded, err := kubeletcodec.EncodeKubeletConfig(internal, kubeletv1beta1.SchemeGroupVersion)
+	if err != nil {
+		return err
+	}
+	_, err = os.Stdout.Write(encoded)
+	return err
+}
+
 func main() {
+	if len(os.Args) == 2 && os.Args[1] == "decode" {
+		if err := decode(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
 	schema := fields(reflect.TypeOf(kubeletv1beta1.KubeletConfiguration{}))
 	// TypeMeta: written by whoever writes the file, not configuration.
 	delete(schema, "apiVersion")
