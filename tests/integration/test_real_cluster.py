@@ -791,7 +791,15 @@ def cpu_manager_policy(view: HostView, numa: int) -> str | None:
 
 
 def kubelet_config(view: HostView, numa: int) -> dict[str, Any]:
-    return yaml.safe_load(view.sh(f"cat /etc/numa-kubelets/numa{numa}/kubelet-config.yaml"))
+    """The kubelet's file with its drop-ins over it, in the order it reads them (the prepare
+    script writes the reservations it computes from sysfs at each start into a drop-in); the
+    fields these tests read are top-level, so a drop-in's replace the file's."""
+    merged = yaml.safe_load(view.sh(f"cat /etc/numa-kubelets/numa{numa}/kubelet-config.yaml"))
+    dropins = f"/run/numa-kubelets/numa{numa}/kubelet.conf.d"
+    for name in sorted(view.sh(f"ls {dropins}").split()):
+        if name.endswith(".conf"):
+            merged.update(yaml.safe_load(view.sh(f"cat {dropins}/{name}")) or {})
+    return merged
 
 
 def check_reservations_against_sysfs(view: HostView) -> None:
