@@ -4,7 +4,8 @@
 # emulated hosts keep their pace; the build takes the CPU time the tests leave idle). The tests
 # that need no built program run first; those marked `realtools(family)` follow in the order the
 # build finishes the families, each waiting for the programs it asks for (tests/realtools.py).
-# On a fresh machine the build takes about half an hour; on one that built before, seconds.
+# On a fresh machine the build takes about 35 minutes alone (71 beside the tests); on one that
+# built before, seconds.
 #
 #   tests/run.sh                 every tier
 #   tests/run.sh -x -k cluster   pytest arguments
