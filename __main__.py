@@ -2,9 +2,10 @@
 
 import pulumi
 
+from components import stack_trace
 from components.cluster import ClusterJoin, cluster_nodes
 from components.demo import demo_placements
-from components.heap import freeze_constructed_objects
+from components.heap import freeze_constructed_objects, freeze_survivors_of_full_collections
 from components.host import NumaHost, NumaHostArgs
 from components.kubernetes import kubernetes_provider
 from components.rollout import REVISIONS_OUTPUT, Rollout
@@ -12,6 +13,8 @@ from components.stack_config import read_stack, secret_or_none, ssh_private_key
 from numa_kubelets.outputs import hosts_output
 from numa_kubelets.placement import demo_pods
 
+stack_trace.install()
+freeze_survivors_of_full_collections()
 config, plan = read_stack()
 freeze_constructed_objects()
 private_key = ssh_private_key(config)

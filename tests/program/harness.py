@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import json
 import runpy
 from dataclasses import dataclass
@@ -14,6 +13,8 @@ from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import settings
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
+
+from components import heap
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 MAIN = PROJECT_DIR / "__main__.py"
@@ -191,7 +192,7 @@ def run_program(
     finally:
         # The program froze its objects for the cyclic GC (components/heap.py): in this process,
         # which evaluates it again and again, they must become collectable once dropped.
-        gc.unfreeze()
+        heap.release()
     outputs = {key: _sync_await(pulumi.Output.from_input(value).future()) for key, value in root.outputs.items()}
     secret_outputs = {
         key for key, value in root.outputs.items() if _sync_await(pulumi.Output.from_input(value).is_secret())

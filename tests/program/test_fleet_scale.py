@@ -16,6 +16,7 @@ import pulumi
 from pulumi.dynamic import dynamic as sdk_dynamic
 
 from bench.fleet import fleet_config
+from components import heap
 from components.dynamic_resource import PATCHED_PICKLER_METHODS, pickler_restored
 from components.node_lifecycle import NodeLifecycleProvider
 from tests.program.harness import run_program
@@ -76,16 +77,36 @@ def test_a_failing_construction_also_restores_the_pickler():
 
 def test_the_program_freezes_what_it_built_and_the_harness_releases_it(monkeypatch):
     """components/heap.py: the program's objects go to the GC's permanent generation once the
-    body has run; the harness, which evaluates the program again and again, unfreezes them."""
+    body has run, and what survives a full collection during the registration joins them; the
+    harness, which evaluates the program again and again, releases both."""
     frozen_at_end: list[int] = []
+    callbacks_at_end: list[list] = []
     unfreeze = gc.unfreeze
 
     def recording_unfreeze() -> None:
         frozen_at_end.append(gc.get_freeze_count())
+        callbacks_at_end.append(list(gc.callbacks))
         unfreeze()
 
     monkeypatch.setattr(gc, "unfreeze", recording_unfreeze)
+    callbacks_before = list(gc.callbacks)
     run = run_program(fleet_config(hosts=2, numa_nodes=2, cluster=True, demo=False))
     assert len(run.of_type(LIFECYCLE)) == 4
     assert frozen_at_end and frozen_at_end[0] > 10_000  # config, plan, components, resources, outputs
     assert gc.get_freeze_count() == 0
+    assert heap._freeze_survivors not in callbacks_at_end[0], "the callback goes before the unfreeze"
+    assert gc.callbacks == callbacks_before
+
+
+def test_survivors_of_a_full_collection_are_frozen_while_the_program_runs():
+    heap.freeze_survivors_of_full_collections()
+    try:
+        frozen_before = gc.get_freeze_count()
+        kept = [[index] for index in range(10_000)]
+        gc.collect(1)
+        assert gc.get_freeze_count() - frozen_before < len(kept), "a younger collection freezes nothing"
+        gc.collect()
+        assert gc.get_freeze_count() - frozen_before >= len(kept)
+    finally:
+        heap.release()
+    assert gc.get_freeze_count() == 0 and heap._freeze_survivors not in gc.callbacks
