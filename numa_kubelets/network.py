@@ -6,7 +6,8 @@ In `namespace` mode each NUMA node becomes a network node of its own: a network 
 host's LAN (a macvlan or ipvlan child of `parent`, or a whole `device` such as an SR-IOV VF),
 its own address and default route. containerd and the kubelet join it with
 `NetworkNamespacePath=`; containerd also gets private copies of the host paths CNI agents
-write (`privatePaths`), bound over the real paths in its mount namespace only.
+write (`privatePaths`), bound over the real paths in its own mount namespace only (the
+launcher in render.py).
 
 Safety rule: nothing here touches the parent interface or any address or route of the host's
 own namespace. The scripts only create links directly inside the namespace (`ip link add ...
@@ -334,7 +335,12 @@ def runtime_unit_dependencies(network: KubeletNetwork) -> str:
     return f"Requires={network.unit}\nAfter={network.unit}\n"
 
 
-def _join_namespace(network: KubeletNetwork) -> str:
+def join_namespace_settings(network: KubeletNetwork) -> str:
+    """[Service] lines of containerd@ and kubelet@: the NUMA node's network namespace, no mount namespace.
+
+    Both units set up their mount namespaces themselves (render.py's launchers): systemd's
+    would make every mount a slave of the host's (DESIGN.md section 6).
+    """
     return (
         f"NetworkNamespacePath={network.netns_path}\n"
         # systemd >= 254 implies PrivateMounts=yes with NetworkNamespacePath=: the kubelet's
@@ -343,24 +349,25 @@ def _join_namespace(network: KubeletNetwork) -> str:
     )
 
 
-def containerd_service_settings(network: KubeletNetwork) -> str:
-    """[Service] lines of containerd@: its namespace, and private copies of the CNI agents' host paths.
+@dataclass(frozen=True)
+class PrivateBind:
+    """A host path that containerd@ sees replaced by its own copy, in its mount namespace only."""
+
+    source: str
+    target: str
+    read_only: bool = False
+
+
+def containerd_private_binds(network: KubeletNetwork) -> tuple[PrivateBind, ...]:
+    """The private copies of the CNI agents' host paths, and the namespace's resolv.conf.
 
     hostPath volumes and CNI plugins resolve paths in containerd's mount namespace, so a CNI
     agent pod of this node writes its own copy, not the host's or another node's.
     """
-    binds = " ".join(f"{network.private_copy(path)}:{path}" for path in network.host.private_paths)
-    settings = _join_namespace(network)
-    if binds:
-        settings += f"BindPaths={binds}\n"
+    binds = [PrivateBind(network.private_copy(path), path) for path in network.host.private_paths]
     if network.resolv_conf is not None:
-        settings += f"BindReadOnlyPaths={network.resolv_conf}:/etc/resolv.conf\n"
-    return settings
-
-
-def kubelet_service_settings(network: KubeletNetwork) -> str:
-    # No BindPaths here: they would make the kubelet's mounts slaves (DESIGN.md section 6).
-    return _join_namespace(network)
+        binds.append(PrivateBind(network.resolv_conf, "/etc/resolv.conf", read_only=True))
+    return tuple(binds)
 
 
 # ---------------------------------------------------------------- numa-netns@numa<N>.service and its scripts

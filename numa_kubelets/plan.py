@@ -84,6 +84,14 @@ class InstanceLayout:
         return f"{self.config_dir}/exec-in-own-mount-namespace.sh"
 
     @property
+    def containerd_prepare_script(self) -> str:
+        return f"{self.config_dir}/prepare-containerd.sh"
+
+    @property
+    def containerd_namespace_script(self) -> str:
+        return f"{self.config_dir}/exec-containerd-in-own-mount-namespace.sh"
+
+    @property
     def bootstrap_kubeconfig(self) -> str:
         return f"{self.config_dir}/bootstrap-kubeconfig"
 
@@ -145,6 +153,10 @@ class InstanceLayout:
 SHARED_DEVICE_PLUGINS_DIR = "/var/lib/kubelet/device-plugins"
 UNSHARE = "/usr/bin/unshare"
 SHARED_CONTAINERD_RUN = "/run/containerd"
+# Where containerd 1.6-2.x mount each pod's network namespace (CRI `netnsMountDir`, /var/run/netns).
+POD_NETNS_DIR = "/run/netns"
+# Left by containerd@'s prepare script when it made POD_NETNS_DIR a mount point (not `ip netns add`).
+POD_NETNS_MOUNT_MARKER = "/run/numa-kubelets/made-netns-mount-point"
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import posixpath
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -13,11 +14,22 @@ import yaml
 
 from . import network, reservations
 from .cluster import registration_labels
-from .plan import SHARED_CONTAINERD_RUN, SHARED_DEVICE_PLUGINS_DIR, UNSHARE, ClusterPlan, HostPlan, KubeletPlan, Plan
+from .plan import (
+    POD_NETNS_DIR,
+    POD_NETNS_MOUNT_MARKER,
+    SHARED_CONTAINERD_RUN,
+    SHARED_DEVICE_PLUGINS_DIR,
+    UNSHARE,
+    ClusterPlan,
+    HostPlan,
+    KubeletPlan,
+    Plan,
+)
 
 KUBELET_CONFIG_API = "kubelet.config.k8s.io/v1beta1"
 HEADER = "# Managed by numa-kubelets (Pulumi). Local edits are overwritten on the next update.\n"
 DROPIN_NAME = "50-numa-kubelets.conf"
+q = shlex.quote
 
 
 @dataclass(frozen=True)
@@ -141,12 +153,14 @@ def containerd_unit(kubelet: KubeletPlan, containerd_path: str) -> HostFile:
         + "[Service]\n"
         + "Type=notify\n"
         + f"Slice={layout.slice}\n"
-        + (network.containerd_service_settings(kubelet.network) if kubelet.network else "")
-        + f"ExecStart={containerd_path} --config {layout.containerd_config}\n"
+        + (network.join_namespace_settings(kubelet.network) if kubelet.network else "")
         # Shims and runc keep state under the hard-coded /run/containerd: one private copy each.
         + f"RuntimeDirectory={run_dir} {run_dir}/run\n"
         + "RuntimeDirectoryPreserve=yes\n"
-        + f"BindPaths={layout.containerd_private_run}:{SHARED_CONTAINERD_RUN}\n"
+        + f"ExecStartPre=/bin/sh {layout.containerd_prepare_script}\n"
+        # Not BindPaths=: see containerd_namespace_script.
+        + f"ExecStart={UNSHARE} --mount --propagation unchanged -- /bin/sh {layout.containerd_namespace_script} \\\n"
+        + f"    {containerd_path} --config {layout.containerd_config}\n"
         + "Delegate=yes\n"
         # Containers outlive a restart of their runtime, as with the upstream unit.
         + "KillMode=process\n"
@@ -288,6 +302,73 @@ def static_memory_extra(kubelet: KubeletPlan) -> int | None:
     return settings.memory_reserved_on_own_node_bytes if settings.memory_manager_policy == "Static" else None
 
 
+def containerd_private_binds(kubelet: KubeletPlan) -> tuple[network.PrivateBind, ...]:
+    """What containerd@ sees replaced by the instance's own copy: /run/containerd, and in
+    namespace mode the CNI agents' paths and the namespace's resolv.conf."""
+    own_run = network.PrivateBind(kubelet.layout.containerd_private_run, SHARED_CONTAINERD_RUN)
+    return (own_run,) + (network.containerd_private_binds(kubelet.network) if kubelet.network else ())
+
+
+def containerd_prepare_script(kubelet: KubeletPlan) -> HostFile:
+    """Runs on the host before containerd starts: the pods' network namespaces get a shared mount point.
+
+    containerd mounts each pod's network namespace under /run/netns and finds it there again
+    after its own restart. Those mounts must land in the host's mount namespace, not only in
+    containerd's (which ends with it): /run/netns becomes a shared mount point of its own, as
+    `ip netns add` makes it, so it stays a peer of the host's while containerd's namespace turns
+    /run (holding /run/containerd) into a slave. Made here it is recorded, so the removal of
+    the last containerd@ can undo it.
+    """
+    return HostFile(
+        kubelet.layout.containerd_prepare_script,
+        "#!/bin/sh\n"
+        + HEADER
+        + "set -eu\n"
+        + f"mkdir -p {POD_NETNS_DIR} {SHARED_CONTAINERD_RUN} /run/numa-kubelets\n"
+        # containerd@ of the other NUMA nodes may be starting at the same moment.
+        + "exec 9>/run/numa-kubelets/netns.lock\n"
+        + "flock 9\n"
+        + f"if ! mountpoint -q {POD_NETNS_DIR}; then\n"
+        + f"  mount --bind {POD_NETNS_DIR} {POD_NETNS_DIR}\n"
+        + f"  : > {POD_NETNS_MOUNT_MARKER}\n"
+        + "fi\n"
+        + f"mount --make-shared {POD_NETNS_DIR}\n",
+        mode="0755",
+    )
+
+
+def containerd_namespace_script(kubelet: KubeletPlan) -> HostFile:
+    """Runs containerd in a mount namespace of its own where only its private copies differ.
+
+    systemd's BindPaths= would make every mount of the unit a slave of the host's: the network
+    namespaces containerd mounts for pods would stay in a namespace that ends with the process,
+    so after a restart containerd finds them closed, reports the pods' sandboxes without an
+    address, and the next kubelet start replaces every sandbox (found with the real kubelet).
+    Here only the mounts that hold a private copy's target become slaves (the host's mounts
+    still arrive, the copy stays here); every other mount, /run/netns among them, stays a peer
+    of the host's.
+    """
+    binds = "".join(
+        f"bind_private {q(bind.source)} {q(bind.target)}{' ro' if bind.read_only else ''}\n"
+        for bind in containerd_private_binds(kubelet)
+    )
+    return HostFile(
+        kubelet.layout.containerd_namespace_script,
+        "#!/bin/sh\n"
+        + HEADER
+        + "set -eu\n"
+        + "# bind_private SOURCE TARGET [ro]: SOURCE seen at TARGET in this mount namespace only.\n"
+        + "bind_private() {\n"
+        + '  mount --make-slave "$(findmnt --noheadings --output TARGET --target "$2")"\n'
+        + '  mount --bind "$1" "$2"\n'
+        + '  if [ "${3:-}" = ro ]; then mount -o remount,bind,ro "$2"; fi\n'
+        + "}\n"
+        + binds
+        + 'exec "$@"\n',
+        mode="0755",
+    )
+
+
 def prepare_script(kubelet: KubeletPlan) -> HostFile:
     """Runs on the host before the kubelet starts.
 
@@ -392,7 +473,7 @@ def kubelet_unit(kubelet: KubeletPlan, plan: Plan) -> HostFile:
         + "\n"
         + "[Service]\n"
         + f"Slice={layout.slice}\n"
-        + (network.kubelet_service_settings(kubelet.network) if kubelet.network else "")
+        + (network.join_namespace_settings(kubelet.network) if kubelet.network else "")
         + f"ExecStartPre=/bin/sh {layout.prepare_script}\n"
         # The device-plugin socket path is hard-coded and a starting kubelet deletes foreign
         # sockets: each kubelet sees its own directory there, in its own mount namespace.
@@ -440,7 +521,12 @@ def kubelet_files(kubelet: KubeletPlan, plan: Plan) -> list[HostFile]:
 
 
 def containerd_files(kubelet: KubeletPlan, plan: Plan) -> list[HostFile]:
-    return [containerd_config(kubelet, plan.sandbox_image), containerd_unit(kubelet, plan.containerd_path)]
+    return [
+        containerd_config(kubelet, plan.sandbox_image),
+        containerd_prepare_script(kubelet),
+        containerd_namespace_script(kubelet),
+        containerd_unit(kubelet, plan.containerd_path),
+    ]
 
 
 def netns_files(kubelet_network: network.KubeletNetwork) -> list[HostFile]:

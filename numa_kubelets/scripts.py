@@ -18,7 +18,16 @@ import shlex
 from dataclasses import dataclass
 
 from . import network, reservations
-from .plan import SHARED_CONTAINERD_RUN, SHARED_DEVICE_PLUGINS_DIR, UNSHARE, HostPlan, KubeletPlan, Plan
+from .plan import (
+    POD_NETNS_DIR,
+    POD_NETNS_MOUNT_MARKER,
+    SHARED_CONTAINERD_RUN,
+    SHARED_DEVICE_PLUGINS_DIR,
+    UNSHARE,
+    HostPlan,
+    KubeletPlan,
+    Plan,
+)
 from .render import (
     HOST_SERVICE_UNITS,
     HostFile,
@@ -355,7 +364,8 @@ def containerd_scripts(host: HostPlan, kubelet: KubeletPlan, plan: Plan) -> Host
     layout = kubelet.layout
     unit = layout.containerd_unit
     apply_steps = [f"mkdir -p {q(layout.containerd_root)}\n"]
-    apply_steps += [write_file_step(file, unit) for file in containerd_files(kubelet, plan)]
+    files = containerd_files(kubelet, plan)
+    apply_steps += [write_file_step(file, unit) for file in files]
     apply_steps.append(_restart_if_pending(unit))
     kubepods = f"{layout.instance}-kubepods.slice"
     remove_steps = [
@@ -367,17 +377,37 @@ def containerd_scripts(host: HostPlan, kubelet: KubeletPlan, plan: Plan) -> Host
         f"systemctl kill --signal=KILL {q(unit)} 2>/dev/null || true\n",
         _unmount_below(layout.containerd_root),
         _unmount_below(layout.containerd_state),
-        f"rm -f {q(layout.containerd_unit_path)} {q(layout.containerd_config)}\n",
+        f"rm -f {' '.join(q(file.path) for file in files)}\n",
         f"rm -rf {q(layout.containerd_root)} {q(layout.containerd_state)}\n",
-        # The mount point systemd made for BindPaths; a host's own containerd keeps it busy.
-        f"rmdir {q(layout.config_dir)} /etc/numa-kubelets {q(SHARED_CONTAINERD_RUN)} 2>/dev/null || true\n",
         'for netns in $pod_netns; do umount "$netns" 2>/dev/null || true; rm -f "$netns"; done\n',
+        _last_runtime_restores_netns_dir(),
+        # The mount point the prepare script made; a host's own containerd keeps it busy.
+        f"rmdir {q(layout.config_dir)} /etc/numa-kubelets {q(SHARED_CONTAINERD_RUN)} 2>/dev/null || true\n",
         'for scope in $pod_scopes; do systemctl reset-failed "$scope" 2>/dev/null || true; done\n',
         f"forget {q(unit)}\n",
         "systemctl daemon-reload\n",
     ]
     title = f"{unit} on host {host.name}"
     return _host_scripts(host, title, apply_steps, f"remove {unit} and its state from host {host.name}", remove_steps)
+
+
+def _last_runtime_restores_netns_dir() -> str:
+    """The last containerd@ gone: /run/netns is no mount point again if its prepare script made it one.
+
+    The other instances may be removed at the same moment: the lock their prepare scripts take."""
+    return (
+        "if ! ls /etc/systemd/system/containerd@numa*.service >/dev/null 2>&1; then\n"
+        "  mkdir -p /run/numa-kubelets\n"
+        "  exec 9>/run/numa-kubelets/netns.lock\n"
+        "  flock 9\n"
+        f"  if [ -e {POD_NETNS_MOUNT_MARKER} ] && [ -z \"$(ls -A {POD_NETNS_DIR})\" ]; then\n"
+        f"    while mountpoint -q {POD_NETNS_DIR}; do umount {POD_NETNS_DIR}; done\n"
+        f"    rmdir {POD_NETNS_DIR} 2>/dev/null || true\n"
+        "  fi\n"
+        f"  rm -f {POD_NETNS_MOUNT_MARKER} /run/numa-kubelets/netns.lock\n"
+        "  exec 9>&-\n"
+        "fi\n"
+    )
 
 
 POD_STOP_GRACE_SECONDS = 10

@@ -14,7 +14,14 @@ from numa_kubelets import network
 from numa_kubelets.config import ConfigError, load_config
 from numa_kubelets.outputs import hosts_output
 from numa_kubelets.plan import build_plan
-from numa_kubelets.render import containerd_unit, kubelet_arguments, kubelet_config, kubelet_unit, netns_files
+from numa_kubelets.render import (
+    containerd_namespace_script,
+    containerd_unit,
+    kubelet_arguments,
+    kubelet_config,
+    kubelet_unit,
+    netns_files,
+)
 from numa_kubelets.scripts import netns_scripts, preflight_scripts
 from tests.unit.builders import namespace_host, origin_config, origin_host, plan_of
 from tests.unit.test_render import install_binaries, install_units, verify_problems
@@ -271,11 +278,18 @@ def test_containerd_and_kubelet_join_the_namespace_without_private_mounts():
         "After=numa-netns@numa0.service\n",
         "NetworkNamespacePath=/run/netns/numa0\n",
         "PrivateMounts=no\n",
-        "BindPaths=/var/lib/numa-kubelets/numa0/etc/cni/net.d:/etc/cni/net.d /var/lib/numa-kubelets/numa0/var/lib/cni:"
-        "/var/lib/cni /var/lib/numa-kubelets/numa0/run/flannel:/run/flannel",
-        "BindReadOnlyPaths=/etc/numa-kubelets/numa0/resolv.conf:/etc/resolv.conf\n",
     ):
         assert line in runtime
+    assert "BindPaths" not in runtime and "BindReadOnlyPaths" not in runtime
+    launcher = containerd_namespace_script(kubelet).content
+    binds = [line for line in launcher.splitlines() if line.startswith("bind_private ")]
+    assert binds[:4] == [
+        "bind_private /run/containerd-numa0/run /run/containerd",
+        "bind_private /var/lib/numa-kubelets/numa0/etc/cni/net.d /etc/cni/net.d",
+        "bind_private /var/lib/numa-kubelets/numa0/var/lib/cni /var/lib/cni",
+        "bind_private /var/lib/numa-kubelets/numa0/run/flannel /run/flannel",
+    ]
+    assert binds[-1] == "bind_private /etc/numa-kubelets/numa0/resolv.conf /etc/resolv.conf ro"
     unit = kubelet_unit(kubelet, plan).content
     for line in (
         "Requires=numa-netns@numa0.service\n",

@@ -19,6 +19,8 @@ from numa_kubelets.render import (
     bootstrap_kubeconfig,
     cgroup_controllers_shell,
     containerd_config,
+    containerd_namespace_script,
+    containerd_prepare_script,
     containerd_unit,
     host_service_dropins,
     kubelet_config,
@@ -304,13 +306,33 @@ def test_containerd_unit_runs_delegated_in_the_slice_with_a_private_run_containe
         assert unit.path == f"/etc/systemd/system/containerd@{instance}.service"
         assert unit_value(unit.content, "Service", "Slice") == f"{instance}.slice"
         assert unit_value(unit.content, "Service", "Delegate") == "yes"
-        source, target = unit_value(unit.content, "Service", "BindPaths").split(":")
+        # systemd's mount namespace would keep the pods' network namespaces from the host.
+        assert "BindPaths" not in unit.content and "PrivateMounts=yes" not in unit.content
+        launcher = containerd_namespace_script(kubelet)
+        command = exec_start(unit)
+        assert command[:6] == ["/usr/bin/unshare", "--mount", "--propagation", "unchanged", "--", "/bin/sh"]
+        assert command[6:] == [launcher.path, origin.containerd_path, "--config", containerd_config(kubelet).path]
+        [bind] = [line.split() for line in launcher.content.splitlines() if line.startswith("bind_private ")]
+        source, target = bind[1:]
         assert target == "/run/containerd"
         runtime_directories = unit_value(unit.content, "Service", "RuntimeDirectory").split()
         assert source.removeprefix("/run/") in runtime_directories, "systemd must create the bind source"
+        assert launcher.content.rstrip().endswith('exec "$@"')
         sources.add(source)
-        assert exec_start(unit) == [origin.containerd_path, "--config", containerd_config(kubelet).path]
+        prepare = containerd_prepare_script(kubelet)
+        assert unit_value(unit.content, "Service", "ExecStartPre") == f"/bin/sh {prepare.path}"
+        assert "mount --make-shared /run/netns\n" in prepare.content
     assert len(sources) == 2
+
+
+def test_containerd_launcher_makes_only_the_mounts_it_binds_over_slaves(origin):
+    """The bind stays in containerd's namespace; /run/netns, a mount of its own, stays a peer of the host's."""
+    launcher = containerd_namespace_script(origin.kubelets[0]).content
+    function = launcher[launcher.index("bind_private() {") : launcher.index("}\n", launcher.index("bind_private() {"))]
+    make_slave = function.index("mount --make-slave")
+    assert "--make-rslave" not in launcher and "--make-private" not in launcher
+    assert make_slave < function.index('mount --bind "$1" "$2"')
+    assert 'findmnt --noheadings --output TARGET --target "$2"' in function
 
 
 def test_containerd_config_has_its_own_root_state_and_socket(origin):

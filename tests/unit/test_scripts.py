@@ -109,7 +109,8 @@ def test_script_passes_shellcheck(tmp_path, script):
 
 def test_rendered_host_side_scripts_pass_shellcheck(tmp_path):
     scripts = [file for file in rendered_files(PLANS["cluster"]) if file.content.startswith("#!/bin/sh\n")]
-    assert len(scripts) == 6  # per kubelet: the prepare script and the mount-namespace launcher
+    # Per kubelet: the prepare scripts and the mount-namespace launchers of the kubelet and of containerd.
+    assert len(scripts) == 12
     for file in scripts:
         path = tmp_path / "script.sh"
         path.write_text(file.content)
