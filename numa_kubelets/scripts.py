@@ -400,7 +400,7 @@ def _last_runtime_restores_netns_dir() -> str:
         "  mkdir -p /run/numa-kubelets\n"
         "  exec 9>/run/numa-kubelets/netns.lock\n"
         "  flock 9\n"
-        f"  if [ -e {POD_NETNS_MOUNT_MARKER} ] && [ -z \"$(ls -A {POD_NETNS_DIR})\" ]; then\n"
+        f'  if [ -e {POD_NETNS_MOUNT_MARKER} ] && [ -z "$(ls -A {POD_NETNS_DIR})" ]; then\n'
         f"    while mountpoint -q {POD_NETNS_DIR}; do umount {POD_NETNS_DIR}; done\n"
         f"    rmdir {POD_NETNS_DIR} 2>/dev/null || true\n"
         "  fi\n"
