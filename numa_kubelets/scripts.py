@@ -151,7 +151,7 @@ def preflight_scripts(host: HostPlan, plan: Plan) -> HostScripts:
         'if ! command -v runc >/dev/null 2>&1; then fail "runc is not installed (containerd needs it)"; fi\n',
         _containerd_version_check(plan.containerd_path),
         *(kubelet_version_check(path, version) for path, version in kubelet_binaries(host)),
-        "for tool in flock mountpoint; do\n"
+        "for tool in flock mountpoint findmnt; do\n"
         '  if ! command -v "$tool" >/dev/null 2>&1; then fail "$tool (util-linux) is not installed"; fi\n'
         "done\n",
         f"declared={q(declared_ids)}\n",
@@ -530,10 +530,15 @@ def kubelet_scripts(host: HostPlan, kubelet: KubeletPlan, plan: Plan) -> HostScr
         f"rm -f {q(layout.kubelet_unit_path)}\n",
         f"rm -rf {q(layout.root_dir)} {q(layout.pod_logs_dir)} {q(layout.kubelet_config_dropin_dir.rsplit('/', 1)[0])}\n",
         f"rm -f {' '.join(q(f.path) for f in files)} {q(taints.path)} {q(layout.bootstrap_kubeconfig)}\n",
-        # The last kubelet on the host takes the private mount point of the shared directory along.
+        # The last kubelet on the host takes the private mount point of the shared directory
+        # along; the other kubelets may be removed at the same moment (their prepare scripts' lock).
         "if ! ls /etc/systemd/system/kubelet@numa*.service >/dev/null 2>&1; then\n"
+        "  mkdir -p /run/numa-kubelets\n"
+        "  exec 9>/run/numa-kubelets/device-plugins.lock\n"
+        "  flock 9\n"
         f"  while mountpoint -q {q(SHARED_DEVICE_PLUGINS_DIR)}; do umount {q(SHARED_DEVICE_PLUGINS_DIR)}; done\n"
         "  rm -f /run/numa-kubelets/device-plugins.lock\n"
+        "  exec 9>&-\n"
         "fi\n",
         f"rmdir {q(layout.config_dir)} /etc/numa-kubelets {q(SHARED_DEVICE_PLUGINS_DIR)} /var/lib/kubelet 2>/dev/null || true\n",
         f"forget {q(unit)}\n",
