@@ -302,6 +302,18 @@ def static_memory_extra(kubelet: KubeletPlan) -> int | None:
     return settings.memory_reserved_on_own_node_bytes if settings.memory_manager_policy == "Static" else None
 
 
+def own_mount_point_shell(path: str, lock: str, propagation: str, marker: str | None = None) -> str:
+    """Under `lock`: `path` becomes a mount point of its own (bound onto itself) with `propagation`;
+    `marker` records that this script made it."""
+    return (
+        f"exec 9>{lock}\n"
+        "flock 9\n"
+        f"if ! mountpoint -q {path}; then\n"
+        f"  mount --bind {path} {path}\n" + (f"  : > {marker}\n" if marker else "") + "fi\n"
+        f"mount --make-{propagation} {path}\n"
+    )
+
+
 def containerd_private_binds(kubelet: KubeletPlan) -> tuple[network.PrivateBind, ...]:
     """What containerd@ sees replaced by the instance's own copy: /run/containerd, and in
     namespace mode the CNI agents' paths and the namespace's resolv.conf."""
@@ -326,13 +338,7 @@ def containerd_prepare_script(kubelet: KubeletPlan) -> HostFile:
         + "set -eu\n"
         + f"mkdir -p {POD_NETNS_DIR} {SHARED_CONTAINERD_RUN} /run/numa-kubelets\n"
         # containerd@ of the other NUMA nodes may be starting at the same moment.
-        + "exec 9>/run/numa-kubelets/netns.lock\n"
-        + "flock 9\n"
-        + f"if ! mountpoint -q {POD_NETNS_DIR}; then\n"
-        + f"  mount --bind {POD_NETNS_DIR} {POD_NETNS_DIR}\n"
-        + f"  : > {POD_NETNS_MOUNT_MARKER}\n"
-        + "fi\n"
-        + f"mount --make-shared {POD_NETNS_DIR}\n",
+        + own_mount_point_shell(POD_NETNS_DIR, "/run/numa-kubelets/netns.lock", "shared", POD_NETNS_MOUNT_MARKER),
         mode="0755",
     )
 
@@ -402,12 +408,7 @@ def prepare_script(kubelet: KubeletPlan) -> HostFile:
         + cgroup_controllers_shell(layout.slice)
         + f"mkdir -p {SHARED_DEVICE_PLUGINS_DIR}\n"
         # Kubelets of the other NUMA nodes may be starting at the same moment.
-        + "exec 9>/run/numa-kubelets/device-plugins.lock\n"
-        + "flock 9\n"
-        + f"if ! mountpoint -q {SHARED_DEVICE_PLUGINS_DIR}; then\n"
-        + f"  mount --bind {SHARED_DEVICE_PLUGINS_DIR} {SHARED_DEVICE_PLUGINS_DIR}\n"
-        + "fi\n"
-        + f"mount --make-private {SHARED_DEVICE_PLUGINS_DIR}\n",
+        + own_mount_point_shell(SHARED_DEVICE_PLUGINS_DIR, "/run/numa-kubelets/device-plugins.lock", "private"),
         mode="0755",
     )
 
