@@ -262,34 +262,41 @@ def pod_key(pod: Mapping[str, Any]) -> str:
     return f"{metadata.get('namespace')}/{metadata.get('name')}"
 
 
-def must_evict(pod: Mapping[str, Any]) -> bool:
+def _left_to_its_kubelet(pod: Mapping[str, Any]) -> bool:
     """As `kubectl drain --ignore-daemonsets`: DaemonSet pods would come back, mirror pods are the
-    kubelet's static pods, and finished pods hold nothing."""
+    kubelet's static pods."""
     metadata = pod.get("metadata") or {}
     if any(
         owner.get("kind") == "DaemonSet" and owner.get("controller") for owner in metadata.get("ownerReferences") or []
     ):
-        return False
-    if MIRROR_POD_ANNOTATION in (metadata.get("annotations") or {}):
-        return False
-    return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+        return True
+    return MIRROR_POD_ANNOTATION in (metadata.get("annotations") or {})
+
+
+def must_evict(pod: Mapping[str, Any]) -> bool:
+    """A pod the drain evicts: neither left to its kubelet nor finished (finished pods hold nothing)."""
+    return not _left_to_its_kubelet(pod) and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
 
 
 def pods_to_drain(pods: Sequence[Mapping[str, Any]], node_ready: bool) -> list[Mapping[str, Any]]:
-    """The pods a drain still waits for.
+    """The pods a drain still waits for: those to evict, and those terminating until they are gone.
+
+    An evicted pod turns Failed (or Succeeded) when its kubelet has stopped its containers and is
+    deleted a moment later by the same kubelet: the drain waits for that deletion, as `kubectl
+    drain` does, or the Node is deleted (or its kubelet restarted) with the pod object still there
+    and, e.g., a StatefulSet cannot recreate it until the pod garbage collector removes it.
 
     A pod already terminating on a Node whose kubelet is not Ready never finishes: nobody stops
     its containers. Such pods do not hold the drain up; deleting the Node lets the pod garbage
     collector remove them (as Cluster API does for unreachable Nodes).
     """
-    return sorted(
-        (
-            pod
-            for pod in pods
-            if must_evict(pod) and (node_ready or not (pod.get("metadata") or {}).get("deletionTimestamp"))
-        ),
-        key=pod_key,
-    )
+
+    def waited_for(pod: Mapping[str, Any]) -> bool:
+        if (pod.get("metadata") or {}).get("deletionTimestamp"):
+            return node_ready and not _left_to_its_kubelet(pod)
+        return must_evict(pod)
+
+    return sorted(filter(waited_for, pods), key=pod_key)
 
 
 def _blocked_pods(blocked: Mapping[str, str]) -> str:

@@ -10,6 +10,8 @@ reproducible (fixed mtimes and owners).
 - PAUSE_IMAGE: the pod sandbox image (what `containerd.sandboxImage` names in the tests). It
   only has to hold the pod's namespaces: it sleeps. containerd stops sandboxes with SIGKILL.
 - WORKLOAD_IMAGE: the demo workload; busybox with its applets, `sleep 3600` by default.
+
+kube_proxy_image.py builds one more image at test time with write_docker_archive.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import json
 import sys
 import tarfile
 from pathlib import Path
+from typing import BinaryIO
 
 PAUSE_IMAGE = "numa-kubelets.test/pause:busybox"
 WORKLOAD_IMAGE = "numa-kubelets.test/workload:busybox"
@@ -31,9 +34,13 @@ IMAGES = {
 }
 
 
-def _add(archive: tarfile.TarFile, info: tarfile.TarInfo, data: bytes | None = None) -> None:
+def add_member(archive: tarfile.TarFile, info: tarfile.TarInfo, data: bytes | None = None) -> None:
+    add_stream(archive, info, io.BytesIO(data) if data is not None else None)
+
+
+def add_stream(archive: tarfile.TarFile, info: tarfile.TarInfo, data: BinaryIO | None) -> None:
     info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "root", "root"
-    archive.addfile(info, io.BytesIO(data) if data is not None else None)
+    archive.addfile(info, data)
 
 
 def layer(busybox: bytes) -> bytes:
@@ -43,52 +50,66 @@ def layer(busybox: bytes) -> bytes:
         for directory in ("bin", "dev", "etc", "proc", "sys", "tmp"):
             info = tarfile.TarInfo(directory)
             info.type, info.mode = tarfile.DIRTYPE, 0o1777 if directory == "tmp" else 0o755
-            _add(archive, info)
+            add_member(archive, info)
         info = tarfile.TarInfo("bin/busybox")
         info.size, info.mode = len(busybox), 0o755
-        _add(archive, info, busybox)
+        add_member(archive, info, busybox)
         for applet in APPLETS:
             link = tarfile.TarInfo(f"bin/{applet}")
             link.type, link.linkname, link.mode = tarfile.SYMTYPE, "busybox", 0o777
-            _add(archive, link)
+            add_member(archive, link)
     return buffer.getvalue()
 
 
-def docker_archive(reference: str, command: list[str], layer_tar: bytes) -> bytes:
-    """A `docker save` archive: manifest.json naming the config, the layer and the tag."""
-    diff_id = "sha256:" + hashlib.sha256(layer_tar).hexdigest()
-    config = json.dumps(
+def image_config(diff_id: str, command: list[str], path: str) -> bytes:
+    return json.dumps(
         {
             "architecture": "amd64",
             "os": "linux",
-            "config": {"Cmd": command, "Env": ["PATH=/bin"]},
+            "config": {"Cmd": command, "Env": [f"PATH={path}"]},
             "rootfs": {"type": "layers", "diff_ids": [diff_id]},
             "history": [{"created_by": "numa-kubelets tests/cri/build_test_images.py"}],
         },
         sort_keys=True,
     ).encode()
+
+
+def write_docker_archive(path: Path, reference: str, command: list[str], path_env: str, layer_file: Path) -> None:
+    """A `docker save` archive at `path`: manifest.json naming the config, the layer and the tag.
+    The layer is streamed from `layer_file`, never held in memory."""
+    digest = hashlib.sha256()
+    with layer_file.open("rb") as layer_data:
+        for chunk in iter(lambda: layer_data.read(1 << 20), b""):
+            digest.update(chunk)
+    diff_id = "sha256:" + digest.hexdigest()
+    config = image_config(diff_id, command, path_env)
     config_name = hashlib.sha256(config).hexdigest() + ".json"
     layer_name = diff_id.removeprefix("sha256:") + "/layer.tar"
     manifest = json.dumps([{"Config": config_name, "RepoTags": [reference], "Layers": [layer_name]}]).encode()
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as archive:
-        for name, data in ((config_name, config), (layer_name, layer_tar), ("manifest.json", manifest)):
-            if "/" in name:
-                directory = tarfile.TarInfo(name.split("/")[0])
-                directory.type, directory.mode = tarfile.DIRTYPE, 0o755
-                _add(archive, directory)
-            info = tarfile.TarInfo(name)
-            info.size, info.mode = len(data), 0o644
-            _add(archive, info, data)
-    return buffer.getvalue()
+    with tarfile.open(path, mode="w", format=tarfile.PAX_FORMAT) as archive:
+        info = tarfile.TarInfo(config_name)
+        info.size, info.mode = len(config), 0o644
+        add_member(archive, info, config)
+        directory = tarfile.TarInfo(layer_name.split("/")[0])
+        directory.type, directory.mode = tarfile.DIRTYPE, 0o755
+        add_member(archive, directory)
+        info = tarfile.TarInfo(layer_name)
+        info.size, info.mode = layer_file.stat().st_size, 0o644
+        with layer_file.open("rb") as layer_data:
+            add_stream(archive, info, layer_data)
+        info = tarfile.TarInfo("manifest.json")
+        info.size, info.mode = len(manifest), 0o644
+        add_member(archive, info, manifest)
 
 
 def main(argv: list[str]) -> int:
     busybox, output = Path(argv[0]), Path(argv[1])
     output.mkdir(parents=True, exist_ok=True)
-    layer_tar = layer(busybox.read_bytes())
+    layer_file = output / "busybox-layer.tar"
+    layer_file.write_bytes(layer(busybox.read_bytes()))
     for archive_name, (reference, command) in IMAGES.items():
-        (output / archive_name).write_bytes(docker_archive(reference, command, layer_tar))
+        write_docker_archive(output / archive_name, reference, command, "/bin", layer_file)
+    layer_file.unlink()
     return 0
 
 

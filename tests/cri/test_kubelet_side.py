@@ -9,7 +9,7 @@ import tarfile
 
 import pytest
 
-from tests.cri.build_test_images import IMAGES, docker_archive, layer
+from tests.cri.build_test_images import IMAGES, layer, write_docker_archive
 from tests.cri.kubelet_side import ContainerSpec, PodSpec, pod_cgroup_parent, systemd_slice_path
 
 UID = "0f6a3b1e-7c2d-4e5f-8a9b-0c1d2e3f4a5b"
@@ -70,17 +70,22 @@ def test_labels_are_the_kubelets_and_survive_json():
     )
 
 
-def test_image_archives_are_reproducible_docker_archives_with_a_matching_diff_id():
+def test_image_archives_are_reproducible_docker_archives_with_a_matching_diff_id(tmp_path):
     layer_tar = layer(b"\x7fELF fake busybox")
+    (tmp_path / "layer.tar").write_bytes(layer_tar)
+    (tmp_path / "again.tar").write_bytes(layer(b"\x7fELF fake busybox"))
     for reference, command in IMAGES.values():
-        archive = docker_archive(reference, command, layer_tar)
-        assert archive == docker_archive(reference, command, layer(b"\x7fELF fake busybox"))
+        write_docker_archive(tmp_path / "one", reference, command, "/bin", tmp_path / "layer.tar")
+        write_docker_archive(tmp_path / "two", reference, command, "/bin", tmp_path / "again.tar")
+        archive = (tmp_path / "one").read_bytes()
+        assert archive == (tmp_path / "two").read_bytes()
         with tarfile.open(fileobj=io.BytesIO(archive)) as opened:
             (manifest,) = json.load(opened.extractfile("manifest.json"))
             config = json.load(opened.extractfile(manifest["Config"]))
             stored_layer = opened.extractfile(manifest["Layers"][0]).read()
         assert manifest["RepoTags"] == [reference]
         assert config["config"]["Cmd"] == command
+        assert config["config"]["Env"] == ["PATH=/bin"]
         assert config["rootfs"]["diff_ids"] == ["sha256:" + hashlib.sha256(stored_layer).hexdigest()]
     with tarfile.open(fileobj=io.BytesIO(layer_tar)) as opened:
         names = opened.getnames()

@@ -11,7 +11,6 @@ apply, checks (pods started through the CRI test client of tests/cri), re-apply,
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import itertools
 import shlex
@@ -323,21 +322,7 @@ def test_a_reboot_rebuilds_the_namespaces_before_the_runtimes_start(numa_host, n
     view = namespaced["view"]
     namespaced["ticker"].stop()
     with stopwatch("namespace mode: reboot to SSH"):
-        # The connection may go down before the command returns.
-        with contextlib.suppress(Exception):
-            numa_host.run("systemctl reboot", check=False, timeout=30)
-        numa_host.disconnect()
-        time.sleep(5)
-        deadline = time.monotonic() + 300
-        while True:
-            try:
-                if numa_host.run("systemctl is-system-running --wait || true", timeout=240).rc == 0:
-                    break
-            except Exception:  # the host is still down: keep waiting
-                if time.monotonic() > deadline:
-                    raise
-                numa_host.disconnect()
-                time.sleep(3)
+        numa_host.reboot()
     namespaced["ticker"] = SshTicker(numa_host)
     for numa in (0, 1):
         for unit in (f"numa-netns@numa{numa}.service", f"containerd@numa{numa}.service", f"kubelet@numa{numa}.service"):

@@ -31,6 +31,7 @@ import copy
 import json
 import shlex
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -45,7 +46,8 @@ from numa_kubelets import cluster, placement
 from numa_kubelets.config import load_config
 from numa_kubelets.placement import DemoPod, StackKubelets, judge_placement
 from numa_kubelets.plan import build_plan
-from tests.cri import WORKLOAD_IMAGE, CriTestClient
+from tests.cri import WORKLOAD_IMAGE, CriTestClient, kube_proxy_image
+from tests.cri.kube_proxy_image import KUBE_PROXY_ARCHIVE, KUBE_PROXY_IMAGE
 from tests.integration.conftest import TIMINGS
 from tests.integration.engine import Engine
 from tests.integration.hostcheck import HostView
@@ -59,9 +61,9 @@ from tests.integration.realkubelet import (
     wait_for,
     write_atomically,
 )
-from tests.integration.test_network_namespaces import namespace_stack, parent_interface
+from tests.integration.test_network_namespaces import namespace_stack, net_of, netns_inode, parent_interface
 from tests.realcluster.clients import api_for, create_managed_token
-from tests.realcluster.controlplane import ControlPlane, inline_kubeconfig, tool
+from tests.realcluster.controlplane import POD_CIDR, ControlPlane, inline_kubeconfig, tool
 from tests.testhost.recipe import DEFAULT_SUITE
 from tests.testhost.topology import parse_cpulist
 
@@ -190,12 +192,23 @@ def joined(numa_host, control_plane: ControlPlane):
         except ApiException as error:
             if error.status != 404:
                 raise
-    try:
-        core.delete_namespace(NAMESPACE)
-    except ApiException as error:
-        if error.status != 404:
-            raise
-    view.sh(f"echo 0 > {HUGEPAGE_POOL}; rm -f {q(GUEST_KUBELET)} {q(GUEST_KUBELET_PREVIOUS)}")
+    apps, rbac = kube_client.AppsV1Api(admin_api), kube_client.RbacAuthorizationV1Api(admin_api)
+    for delete in (
+        lambda: core.delete_namespace(NAMESPACE),
+        lambda: apps.delete_namespaced_daemon_set(KUBE_PROXY, "kube-system"),
+        lambda: core.delete_namespaced_config_map(KUBE_PROXY, "kube-system"),
+        lambda: core.delete_namespaced_service_account(KUBE_PROXY, "kube-system"),
+        lambda: rbac.delete_cluster_role_binding(KUBE_PROXY_BINDING),
+    ):
+        try:
+            delete()
+        except ApiException as error:
+            if error.status != 404:
+                raise
+    view.sh(
+        f"echo 0 > {HUGEPAGE_POOL}; rm -f {q(GUEST_KUBELET)} {q(GUEST_KUBELET_PREVIOUS)} {BR_NETFILTER_CONF}; "
+        "modprobe -r br_netfilter 2>/dev/null || true"
+    )
 
 
 def minor_of(version: str) -> str:
@@ -459,6 +472,297 @@ def test_a_device_plugin_in_one_kubelets_directory_shows_up_on_that_node_only(jo
         assert TEST_DEVICE not in (core.read_node(other.node_name).status.capacity or {})
     finally:
         view.sh(f"systemctl stop {DEVICE_PLUGIN_UNIT} 2>/dev/null || true; rm -f {q(GUEST_DEVICE_PLUGIN)}")
+
+
+# --- kube-proxy per NUMA node, and a host reboot -------------------------------------------
+# kube-proxy as clusters run it: a DaemonSet (hostNetwork, privileged, its kubeconfig and
+# KubeProxyConfiguration from a ConfigMap, the service account's token), nftables mode, with the
+# one setting README.md names for namespace mode. The image is the built kube-proxy plus the
+# host's nft (tests/cri/kube_proxy_image.py), imported into each instance like the others.
+KUBE_PROXY = "kube-proxy"
+KUBE_PROXY_LABELS = {"k8s-app": KUBE_PROXY}
+KUBE_PROXY_BINDING = "numa-kubelets-test-kube-proxy"
+KUBE_PROXY_CONFIG_DIR = "/var/lib/kube-proxy"
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+GUEST_IMAGE_DIR = "/var/tmp/numa-kubelets-kube-proxy-image"
+# Bridged replies of a same-node Service connection must pass the host's netfilter to be
+# un-NATed, as on any node whose pods share a bridge: kubeadm's prerequisites load it too.
+BR_NETFILTER_CONF = "/etc/modules-load.d/numa-kubelets-test-br_netfilter.conf"
+SERVICE, BACKEND, BACKEND_PORT = "numa1-backend", "numa1-backend", 8080
+BACKEND_REPLY = "served-by-the-backend-on-numa-node-1"
+CLIENT_ATTEMPTS = 40
+
+
+def kube_proxy_configmap(server: str) -> dict[str, Any]:
+    configuration = {
+        "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
+        "kind": "KubeProxyConfiguration",
+        "mode": "nftables",
+        "clusterCIDR": POD_CIDR,
+        "clientConnection": {"kubeconfig": f"{KUBE_PROXY_CONFIG_DIR}/kubeconfig.conf"},
+        # nf_conntrack_max is read-only outside the host's network namespace (README.md).
+        "conntrack": {"maxPerCore": 0},
+    }
+    kubeconfig = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {"name": "default", "cluster": {"server": server, "certificate-authority": f"{SERVICE_ACCOUNT_DIR}/ca.crt"}}
+        ],
+        "users": [{"name": "default", "user": {"tokenFile": f"{SERVICE_ACCOUNT_DIR}/token"}}],
+        "contexts": [{"name": "default", "context": {"cluster": "default", "user": "default"}}],
+        "current-context": "default",
+    }
+    return {
+        "metadata": {"name": KUBE_PROXY},
+        "data": {"config.conf": yaml.safe_dump(configuration), "kubeconfig.conf": yaml.safe_dump(kubeconfig)},
+    }
+
+
+def kube_proxy_daemonset() -> dict[str, Any]:
+    container = {
+        "name": KUBE_PROXY,
+        "image": KUBE_PROXY_IMAGE,
+        "imagePullPolicy": "Never",
+        "command": ["/usr/local/bin/kube-proxy", f"--config={KUBE_PROXY_CONFIG_DIR}/config.conf"],
+        "args": ["--hostname-override=$(NODE_NAME)"],
+        "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
+        "securityContext": {"privileged": True},
+        "volumeMounts": [{"name": KUBE_PROXY, "mountPath": KUBE_PROXY_CONFIG_DIR}],
+    }
+    return {
+        "metadata": {"name": KUBE_PROXY, "labels": KUBE_PROXY_LABELS},
+        "spec": {
+            "selector": {"matchLabels": KUBE_PROXY_LABELS},
+            "template": {
+                "metadata": {"labels": KUBE_PROXY_LABELS},
+                "spec": {
+                    "serviceAccountName": KUBE_PROXY,
+                    "hostNetwork": True,
+                    "tolerations": [{"operator": "Exists"}],
+                    "containers": [container],
+                    "volumes": [{"name": KUBE_PROXY, "configMap": {"name": KUBE_PROXY}}],
+                },
+            },
+        },
+    }
+
+
+def pinned_pod(demo: DemoPod, name: str, command: list[str], restart: str, labels: dict[str, str]) -> dict[str, Any]:
+    """A busybox pod on `demo`'s NUMA node (its nodeSelector and tolerations)."""
+    spec = demo.manifest()["spec"]
+    return {
+        "metadata": {"name": name, "namespace": NAMESPACE, "labels": labels},
+        "spec": {
+            "nodeSelector": spec["nodeSelector"],
+            "tolerations": spec.get("tolerations", []),
+            "restartPolicy": restart,
+            "automountServiceAccountToken": False,
+            "enableServiceLinks": False,
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{"name": "main", "image": WORKLOAD_IMAGE, "command": command}],
+        },
+    }
+
+
+def backend_pod(demo: DemoPod) -> dict[str, Any]:
+    serve = (
+        f"mkdir -p /tmp/www && echo {BACKEND_REPLY} > /tmp/www/index.html && "
+        f"exec /bin/busybox httpd -f -p {BACKEND_PORT} -h /tmp/www"
+    )
+    return pinned_pod(demo, BACKEND, ["/bin/sh", "-c", serve], "Always", {"app": BACKEND})
+
+
+def client_pod(demo: DemoPod, name: str, cluster_ip: str) -> dict[str, Any]:
+    """Succeeds once the Service's ClusterIP answers with the backend's reply (kube-proxy may
+    still be writing its rules when it starts)."""
+    ask = (
+        f"i=0; while [ $i -lt {CLIENT_ATTEMPTS} ]; do "
+        f'reply=$(/bin/busybox wget -q -T 3 -O - http://{cluster_ip}/) && echo "$reply" && '
+        f'[ "$reply" = {BACKEND_REPLY} ] && exit 0; i=$((i + 1)); sleep 2; done; exit 1'
+    )
+    return pinned_pod(demo, name, ["/bin/sh", "-c", ask], "Never", {"app": "service-client"})
+
+
+def route_pod_networks(joined) -> None:
+    """What a host-gw CNI agent (flannel's host-gw backend, kindnet) adds on each node: a route
+    to every other Node's podCIDR through that Node's address, in this node's namespace."""
+    view, plan = joined["view"], joined["plan"]
+    for kubelet in plan.kubelets:
+        for other in plan.kubelets:
+            if other is not kubelet:
+                assert other.network is not None
+                view.sh(
+                    f"ip -n numa{kubelet.numa_node} route replace {q(joined['pod_cidrs'][other.numa_node])} "
+                    f"via {q(other.network.node_ip)} dev uplink"
+                )
+
+
+def kube_proxy_pods(core: kube_client.CoreV1Api) -> dict[str, kube_client.V1Pod]:
+    """The running kube-proxy pods, by Node."""
+    pods = core.list_namespaced_pod("kube-system", label_selector=f"k8s-app={KUBE_PROXY}").items
+    return {p.spec.node_name: p for p in pods if p.status.phase == "Running"}
+
+
+def pod_phase(core: kube_client.CoreV1Api, name: str) -> str:
+    return core.read_namespaced_pod(name, NAMESPACE).status.phase
+
+
+def container_log(joined, numa: int, pod: str) -> str:
+    """The pod's container log as its kubelet wrote it (the API server here cannot reach the
+    kubelets to stream it)."""
+    logs = joined["plan"].kubelets[numa].layout.pod_logs_dir
+    return joined["view"].sh(f"cat {q(logs)}/{NAMESPACE}_{pod}_*/*/*.log 2>&1 | tail -n 20")
+
+
+def check_the_service_answers_from_each_node(joined, cluster_ip: str, round_name: str) -> None:
+    core, view = joined["core"], joined["view"]
+    names = {}
+    for numa, demo in demo_pods(joined).items():
+        names[numa] = f"client-{round_name}-numa{numa}"
+        core.create_namespaced_pod(NAMESPACE, client_pod(demo, names[numa], cluster_ip))
+    for numa, name in names.items():
+        phase = wait_for(
+            f"{name} finished",
+            lambda n=name: (phase := pod_phase(core, n)) in ("Succeeded", "Failed") and phase,
+            POD_START_TIMEOUT + 2 * CLIENT_ATTEMPTS,
+            lambda n=numa: kubelet_journal(view, n),
+        )
+        assert phase == "Succeeded", f"{name} got no answer from {SERVICE} ({cluster_ip}): " + container_log(
+            joined, numa, name
+        )
+        assert core.read_namespaced_pod(name, NAMESPACE).spec.node_name == demo_pods(joined)[numa].kubelet.node_name
+        core.delete_namespaced_pod(name, NAMESPACE)
+
+
+def wait_for_kube_proxy_rules(view: HostView, cluster_ip: str) -> None:
+    for numa in (0, 1):
+        wait_for(
+            f"kube-proxy's rules for {cluster_ip} in numa{numa}",
+            lambda n=numa: cluster_ip in view.sh(f"ip netns exec numa{n} nft list table ip kube-proxy 2>&1 || true"),
+            120,
+            lambda n=numa: kubelet_journal(view, n),
+        )
+
+
+def test_kube_proxy_runs_once_per_numa_node_in_its_namespace_and_a_service_answers_from_each(joined, stopwatch):
+    host, view, core, plan = joined["host"], joined["view"], joined["core"], joined["plan"]
+    view.sh(f"echo br_netfilter > {BR_NETFILTER_CONF} && modprobe br_netfilter")
+    route_pod_networks(joined)
+    with stopwatch("real cluster: kube-proxy image built in the guest and imported into both instances"):
+        host.run(
+            f"python3 - {q(GUEST_KUBELET)} {q(GUEST_IMAGE_DIR)}",
+            stdin=Path(kube_proxy_image.__file__).read_bytes(),
+        )
+        for kubelet in plan.kubelets:
+            view.sh(
+                f"ctr --address {q(kubelet.layout.containerd_socket)} -n k8s.io images import "
+                f"{q(GUEST_IMAGE_DIR)}/{KUBE_PROXY_ARCHIVE} >/dev/null"
+            )
+        view.sh(f"rm -rf {q(GUEST_IMAGE_DIR)}")
+    rbac = kube_client.RbacAuthorizationV1Api(core.api_client)
+    core.create_namespaced_service_account("kube-system", {"metadata": {"name": KUBE_PROXY}})
+    rbac.create_cluster_role_binding(
+        {
+            "metadata": {"name": KUBE_PROXY_BINDING},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:node-proxier"},
+            "subjects": [{"kind": "ServiceAccount", "name": KUBE_PROXY, "namespace": "kube-system"}],
+        }
+    )
+    core.create_namespaced_config_map("kube-system", kube_proxy_configmap(joined["config"]["cluster"]["server"]))
+    kube_client.AppsV1Api(core.api_client).create_namespaced_daemon_set("kube-system", kube_proxy_daemonset())
+    node_names = {k.node_name for k in plan.kubelets}
+    with stopwatch("real cluster: kube-proxy running on every Node"):
+        wait_for(
+            "a running kube-proxy pod on each Node",
+            lambda: set(kube_proxy_pods(core)) == node_names,
+            POD_START_TIMEOUT,
+            lambda: kubelet_journal(view, 0) + kubelet_journal(view, 1),
+        )
+    # Each copy lives in its own NUMA node's slice and network namespace.
+    pids = view.sh("pgrep -x kube-proxy").split()
+    assert len(pids) == len(plan.kubelets), pids
+    seen = set()
+    for pid in pids:
+        [numa] = {n for n in (0, 1) if f"/numa{n}.slice/" in view.sh(f"cat /proc/{pid}/cgroup")}
+        assert net_of(view, int(pid)) == netns_inode(view, numa)
+        seen.add(numa)
+    assert seen == {0, 1}
+
+    backend_demo = demo_pods(joined)[1]
+    core.create_namespaced_pod(NAMESPACE, backend_pod(backend_demo))
+    service = core.create_namespaced_service(
+        NAMESPACE,
+        {
+            "metadata": {"name": SERVICE},
+            "spec": {"selector": {"app": BACKEND}, "ports": [{"port": 80, "targetPort": BACKEND_PORT}]},
+        },
+    )
+    cluster_ip = service.spec.cluster_ip
+    wait_for(
+        f"{BACKEND} running", lambda: running_pod(core, BACKEND), POD_START_TIMEOUT, lambda: kubelet_journal(view, 1)
+    )
+    with stopwatch("real cluster: kube-proxy's rules for the Service in both namespaces"):
+        wait_for_kube_proxy_rules(view, cluster_ip)
+    # The rules exist only in the namespaces: the host's own has no kube-proxy table.
+    assert "kube-proxy" not in view.sh("nft list tables")
+    with stopwatch("real cluster: the ClusterIP answers from a pod of each NUMA node"):
+        check_the_service_answers_from_each_node(joined, cluster_ip, "first")
+    joined["cluster_ip"] = cluster_ip
+
+
+def boot_ids(core: kube_client.CoreV1Api, plan) -> dict[str, str]:
+    return {k.node_name: core.read_node(k.node_name).status.node_info.boot_id for k in plan.kubelets}
+
+
+def test_a_host_reboot_brings_every_node_back_ready_with_its_pods(joined, stopwatch):
+    host, view, core, plan = joined["host"], joined["view"], joined["core"], joined["plan"]
+    before = boot_ids(core, plan)
+    demo_uids = {d.name: core.read_namespaced_pod(d.name, NAMESPACE).metadata.uid for d in demo_pods(joined).values()}
+    with stopwatch("real cluster: host reboot to SSH"):
+        host.reboot()
+    # The pool is not kept across a boot; the later scenarios' kubelet restarts read it again.
+    view.sh(f"echo {HUGEPAGES} > {HUGEPAGE_POOL}")
+    for kubelet in plan.kubelets:
+        with stopwatch(f"real cluster: {kubelet.node_name} Ready after the reboot"):
+            wait_for(
+                f"Node {kubelet.node_name} Ready with a new boot id",
+                lambda k=kubelet: (
+                    (n := core.read_node(k.node_name)).status.node_info.boot_id != before[k.node_name] and node_ready(n)
+                ),
+                NODE_JOIN_TIMEOUT,
+                lambda n=kubelet.numa_node: kubelet_journal(view, n),
+            )
+    # The same pods (bound to their Nodes) run again, confined to their NUMA nodes.
+    for numa, demo in demo_pods(joined).items():
+        pod = wait_for(
+            f"demo pod {demo.name} running again",
+            lambda d=demo: running_pod(core, d.name),
+            POD_START_TIMEOUT,
+            lambda n=numa: kubelet_journal(view, n),
+        )
+        assert pod.metadata.uid == demo_uids[demo.name]
+        _, judged = verdict(joined, demo, pod)
+        assert judged.ok, judged.failure_message()
+    node_names = {k.node_name for k in plan.kubelets}
+    wait_for(
+        "kube-proxy running again on each Node",
+        lambda: set(kube_proxy_pods(core)) == node_names,
+        POD_START_TIMEOUT,
+        lambda: kubelet_journal(view, 0) + kubelet_journal(view, 1),
+    )
+    wait_for(
+        f"{BACKEND} running again",
+        lambda: running_pod(core, BACKEND),
+        POD_START_TIMEOUT,
+        lambda: kubelet_journal(view, 1),
+    )
+    route_pod_networks(joined)  # a CNI agent adds its routes again at its start
+    wait_for_kube_proxy_rules(view, joined["cluster_ip"])
+    check_the_service_answers_from_each_node(joined, joined["cluster_ip"], "after-reboot")
+    core.delete_namespaced_service(SERVICE, NAMESPACE)
+    core.delete_namespaced_pod(BACKEND, NAMESPACE)
+    wait_for(f"{BACKEND} deleted", lambda: pod_gone(core, BACKEND), POD_START_TIMEOUT, lambda: "")
 
 
 def test_a_containerd_restart_keeps_the_pods_and_the_node_ready(joined, stopwatch):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import sys
@@ -68,6 +69,24 @@ class TestHost:
     def disconnect(self) -> None:
         """Drop the SSH connection; the next `run` opens a new one."""
         self._ssh.close()
+
+    def reboot(self, timeout: float = 300.0) -> None:
+        """`systemctl reboot`, then wait until SSH answers again and systemd has finished booting."""
+        # The connection may go down before the command returns.
+        with contextlib.suppress(Exception):
+            self.run("systemctl reboot", check=False, timeout=30)
+        self.disconnect()
+        time.sleep(5)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if self.run("systemctl is-system-running --wait || true", timeout=240).rc == 0:
+                    return
+            except Exception:  # the host is still down: keep waiting
+                if time.monotonic() > deadline:
+                    raise
+                self.disconnect()
+                time.sleep(3)
 
     def is_running(self) -> bool:
         return self.qemu.is_running()

@@ -91,6 +91,9 @@ PACKAGES = (
     "numactl",
     # namespace mode: duplicate address detection (arping -D) in the preflight
     "iputils-arping",
+    # kube-proxy's nftables mode (tests/integration/test_real_cluster.py): `nft`, copied with its
+    # libraries into the kube-proxy test image, and the tests' view of each namespace's rules
+    "nftables",
     # container runtime: real, one instance per NUMA node run by the product
     "containerd",
     "runc",

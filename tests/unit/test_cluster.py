@@ -238,6 +238,29 @@ def test_only_pods_that_would_not_come_back_or_are_finished_are_evicted():
     assert cluster.pods_to_drain([terminating], node_ready=False) == []
 
 
+def test_an_evicted_pod_holds_the_drain_until_it_is_gone_even_once_it_has_turned_failed():
+    """Its kubelet sets the final phase when the containers have stopped and deletes the pod a
+    moment later: ending the drain in between left the pod behind (seen with the real kubelet)."""
+    evicted = {
+        "metadata": {"namespace": "ns", "name": "web", "deletionTimestamp": "2026-12-02T07:00:00Z"},
+        "status": {"phase": "Failed"},
+    }
+    finished = {"metadata": {"namespace": "ns", "name": "job"}, "status": {"phase": "Failed"}}
+    agent = {
+        "metadata": {
+            "namespace": "ns",
+            "name": "agent",
+            "deletionTimestamp": "2026-12-02T07:00:00Z",
+            "ownerReferences": [{"kind": "DaemonSet", "name": "agent", "controller": True}],
+        },
+        "status": {"phase": "Running"},
+    }
+    assert [cluster.pod_key(p) for p in cluster.pods_to_drain([evicted, finished, agent], node_ready=True)] == [
+        "ns/web"
+    ]
+    assert cluster.pods_to_drain([evicted], node_ready=False) == []
+
+
 def test_api_errors_read_as_the_status_message():
     assert (
         cluster.api_error_message(
