@@ -12,7 +12,9 @@ own pieces where it has them:
 - the token: the program's own Secret and RBAC manifests (`cluster.bootstrap_token_secret`,
   `bootstrap_bindings`), created as a user who brings `bootstrapToken` would;
 - the CNI DaemonSet: the conflist such an agent writes (bridge + host-local over the Node's
-  podCIDR) into each kubelet's private `/etc/cni/net.d`, once the Node has its podCIDR;
+  podCIDR) into each kubelet's private `/etc/cni/net.d`, once the Node has its podCIDR, and
+  for Services the routes a host-gw agent adds between the nodes' namespaces;
+- kube-proxy is the real one (built by `make tools`), run as a DaemonSet as clusters run it;
 - the Pulumi engine: the replay runner (tests/integration/engine.py) runs the remote
   commands, and the program's own NodeLifecycle provider (wait Ready; cordon, drain and
   delete on removal) is called with the inputs the program gave it, with the stack credential
