@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from . import feature_gates
 from .cpulist import CpuSet
 from .problems import Problem
 
@@ -424,6 +425,8 @@ def _value_problems(field: str, value: Any, path: str, version: str) -> list[Pro
         if field == family.field:
             for option in value:
                 problems += _option_problems(family, option, f"{path}.{option}", version)
+    if field == "featureGates":
+        problems += feature_gates.gate_problems(value, path, version)
     return problems
 
 
@@ -617,6 +620,10 @@ def settings_problems(settings: KubeletSettings) -> list[Problem]:
         )
     if settings.memory_manager_policy == "Static":
         problems += _static_memory_problems(settings)
+    if "featureGates" in fields:
+        problems += feature_gates.dependency_problems(
+            fields["featureGates"], settings.origin("featureGates"), settings.version
+        )
     return problems
 
 

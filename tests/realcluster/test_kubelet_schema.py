@@ -9,11 +9,13 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 import yaml
 
+from numa_kubelets import feature_gates as fg
 from numa_kubelets import kubelet_config as kc
 from tests.realcluster.controlplane import tool
 
@@ -89,7 +91,7 @@ SAMPLES = {kc.BOOL: True, kc.INT: 1, kc.FLOAT: 0.5, kc.STR: "1", kc.DURATION: "1
 # Strings the kubelet parses further. A metav1.Time, which the core's vocabulary calls a string:
 # the kubelet refuses anything but RFC 3339 (the key is the program's own, refused in
 # kubeletConfig). Feature gate names: the kubelet panics on one it does not know while it
-# sets its defaults (the core leaves the names to it: see the README's limitations).
+# sets its defaults (the core refuses those too: the tests at the end).
 TIMESTAMP = "2026-01-01T00:00:00Z"
 
 
@@ -161,3 +163,74 @@ def test_the_kubelets_strict_decoder_refuses_an_unknown_field_and_a_wrong_type()
     assert unknown.returncode != 0 and 'unknown field "podLogDirectory"' in unknown.stderr
     mistyped = decoded_by_the_kubelet({"maxPods": "ten"})
     assert mistyped.returncode != 0 and "maxPods" in mistyped.stderr, mistyped.stderr
+
+
+def test_the_cores_feature_gate_table_is_the_kubelets():
+    """`kubelet-schema feature-gates`: the gates the kubelet's feature gate holds (every package
+    the kubelet links registers its own), with their versioned specs and dependencies. The core
+    judges `featureGates` with its copy (numa_kubelets/kubelet_feature_gates.json): refresh it
+    with `kubelet-schema feature-gates > numa_kubelets/kubelet_feature_gates.json`."""
+    result = subprocess.run([tool("kubelet-schema"), "feature-gates"], capture_output=True, text=True, check=True)
+    assert json.loads(result.stdout) == json.loads(fg.TABLE_PATH.read_text())
+
+
+def test_the_gates_kubelet_help_lists_are_in_the_table_with_their_stage_and_default():
+    """The table against the kubelet binary itself: `--help` lists each gate that is alpha or beta
+    at its version as `Name=true|false (STAGE - default=...)`."""
+    help_text = subprocess.run([tool("kubelet"), "--help"], capture_output=True, text=True).stdout
+    listed = re.findall(r"^\s+([A-Za-z0-9]+)=true\|false \(([A-Z]+) - default=(true|false)\)", help_text, re.M)
+    assert len(listed) > 20, help_text[-2000:]
+    table = fg.kubelet_table()
+    wrong = []
+    for name, stage, default in listed:
+        spec = fg.spec_at(table.gates[name], table.release) if name in table.gates else None
+        if spec is None or (spec.stage, spec.default) != (stage, default == "true"):
+            wrong.append(f"{name}: --help says {stage} default={default}, the table {spec}")
+    assert wrong == []
+
+
+def some_gate(table: fg.GateTable, wanted: Callable[[fg.Spec], bool]) -> str:
+    for name, specs in sorted(table.gates.items()):
+        spec = fg.spec_at(specs, table.release)
+        if name not in (fg.ALL_ALPHA, fg.ALL_BETA) and spec is not None and wanted(spec):
+            return name
+    raise AssertionError("the table has no such gate")
+
+
+def test_the_core_refuses_exactly_the_gate_maps_the_kubelet_panics_on():
+    """Each map through the core and through the kubelet's own defaulting (`kubelet-schema
+    decode`, where the kubelet panics on a map its feature gate refuses)."""
+    table = fg.kubelet_table()
+    version = fg._text(table.release)
+    locked = some_gate(table, lambda s: s.locked)
+    beta = some_gate(table, lambda s: s.stage == "BETA" and not s.locked)
+    alpha = some_gate(table, lambda s: s.stage == "ALPHA")
+    maps = [
+        {beta: not fg.spec_at(table.gates[beta], table.release).default},
+        {alpha: True},
+        {fg.ALL_ALPHA: True},
+        {locked: fg.spec_at(table.gates[locked], table.release).default},
+        {locked: not fg.spec_at(table.gates[locked], table.release).default},
+        {"NoSuchFeatureGate": True},
+    ]
+    for dependent, needs in sorted(table.dependencies.items()):
+        if not fg.spec_at(table.gates[dependent], table.release).locked:
+            maps.append({dependent: True, **dict.fromkeys(needs, False)})
+            break
+    verdicts = []
+    for gates in maps:
+        core = fg.gate_problems(gates, "featureGates", version) + fg.dependency_problems(gates, "featureGates", version)
+        kubelet = decoded_by_the_kubelet({"featureGates": gates})
+        verdicts.append((gates, bool(core), kubelet.returncode != 0))
+        if kubelet.returncode != 0:
+            assert "failed to merge global and in-flight KubeletConfiguration" in kubelet.stderr, kubelet.stderr
+            # The same gates named: the one refused, or each enabled gate missing a dependency.
+            for problem in core:
+                named = (
+                    problem.path.rsplit(".", 1)[-1] if problem.path != "featureGates" else problem.message.split()[0]
+                )
+                assert named in kubelet.stderr, (problem, kubelet.stderr)
+    assert [(gates, core) for gates, core, _ in verdicts] == [(gates, kubelet) for gates, _, kubelet in verdicts]
+    # AllAlpha alone is refused: it enables alpha gates whose (beta, default-off) dependencies
+    # it leaves off (1.37: CompositePodGroup and others need GenericWorkload).
+    assert [refused for _, refused, _ in verdicts][:6] == [False, False, True, False, True, True]

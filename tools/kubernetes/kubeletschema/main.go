@@ -8,6 +8,11 @@
 // with the kubelet's own codecs, strictly (the kubelet's first attempt: an unknown field or a
 // value of the wrong type is an error), then prints what the kubelet read, encoded back in
 // v1beta1 with its defaults applied: a field it dropped is missing there.
+//
+// `kubelet-schema feature-gates` prints the feature gates the kubelet knows (the registrations
+// of cmd/kubelet/app, so the same set the kubelet binary has), each with its versioned specs
+// and the gates it depends on: the data the core checks `featureGates` with, because the
+// kubelet panics on a map its feature gate refuses while it sets its configuration's defaults.
 package main
 
 import (
@@ -16,16 +21,23 @@ import (
 	"io"
 	"os"
 	"reflect"
+	"sort"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/component-base/featuregate"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	kubeletconfig "k8s.io/kubernetes/pkg/kubelet/apis/config"
 	kubeletscheme "k8s.io/kubernetes/pkg/kubelet/apis/config/scheme"
 	kubeletcodec "k8s.io/kubernetes/pkg/kubelet/kubeletconfig/util/codec"
+
+	// For its registrations only: every package the kubelet binary links adds its gates
+	// to the same process-wide feature gate in its init.
+	_ "k8s.io/kubernetes/cmd/kubelet/app"
 )
 
 var (
@@ -125,9 +137,66 @@ func decode() error {
 	return err
 }
 
+// featureSpec: one stage of a gate, from the release it starts in (JSON of the core's table).
+type featureSpec struct {
+	Version                 string `json:"version"`
+	Default                 bool   `json:"default"`
+	LockToDefault           bool   `json:"lockToDefault,omitempty"`
+	PreRelease              string `json:"preRelease"`
+	MinCompatibilityVersion string `json:"minCompatibilityVersion,omitempty"`
+}
+
+// featureGates: what `kubelet-schema feature-gates` prints (see the package comment).
+func featureGates() error {
+	gate, ok := utilfeature.DefaultMutableFeatureGate.(featuregate.MutableVersionedFeatureGate)
+	if !ok {
+		return fmt.Errorf("the kubelet's feature gate is not versioned")
+	}
+	gates := map[string][]featureSpec{}
+	for name, specs := range gate.GetAllVersioned() {
+		out := make([]featureSpec, 0, len(specs))
+		for _, spec := range specs {
+			entry := featureSpec{
+				Version:       spec.Version.String(),
+				Default:       spec.Default,
+				LockToDefault: spec.LockToDefault,
+				PreRelease:    string(spec.PreRelease),
+			}
+			if spec.MinCompatibilityVersion != nil {
+				entry.MinCompatibilityVersion = spec.MinCompatibilityVersion.String()
+			}
+			out = append(out, entry)
+		}
+		gates[string(name)] = out
+	}
+	dependencies := map[string][]string{}
+	for name, needs := range gate.Dependencies() {
+		if len(needs) == 0 {
+			continue
+		}
+		names := make([]string, 0, len(needs))
+		for _, need := range needs {
+			names = append(names, string(need))
+		}
+		sort.Strings(names)
+		dependencies[string(name)] = names
+	}
+	encoder := json.NewEncoder(os.Stdout)
+	encoder.SetIndent("", " ")
+	return encoder.Encode(map[string]any{
+		"release":      gate.EmulationVersion().String(),
+		"gates":        gates,
+		"dependencies": dependencies,
+	})
+}
+
 func main() {
-	if len(os.Args) == 2 && os.Args[1] == "decode" {
-		if err := decode(); err != nil {
+	if len(os.Args) == 2 && (os.Args[1] == "decode" || os.Args[1] == "feature-gates") {
+		run := decode
+		if os.Args[1] == "feature-gates" {
+			run = featureGates
+		}
+		if err := run(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
