@@ -129,7 +129,7 @@ class NodeOperations:
 
     def remove(self, name: str, drain_timeout_seconds: int) -> None:
         """Cordon, drain, delete; a Node that is already gone is already removed."""
-        if not self._cordon(name):
+        if not self._patch(name, {"spec": {"unschedulable": True}}, "cordoning"):
             return
         try:
             self._drain(name, drain_timeout_seconds)
@@ -178,27 +178,19 @@ class NodeOperations:
         if patch is not None:
             self._patch(name, patch, "uncordoning")
 
-    def _patch(self, name: str, patch: dict[str, Any], action: str) -> None:
+    def _patch(self, name: str, patch: dict[str, Any], action: str) -> bool:
+        """Merge-patch the Node; False when it does not exist (nothing to do for it then)."""
         try:
             self.api.patch_node(name, patch, _content_type=MERGE_PATCH, _preload_content=False)
-        except ApiException as error:
-            if error.status != NOT_FOUND:
-                raise api_failure(f"{action} Node {name}", error) from None
-
-    def _is_ready(self, name: str) -> bool:
-        node = self.node(name)
-        return node is not None and cluster.node_readiness(node, {}).ready
-
-    def _cordon(self, name: str) -> bool:
-        try:
-            self.api.patch_node(
-                name, {"spec": {"unschedulable": True}}, _content_type=MERGE_PATCH, _preload_content=False
-            )
             return True
         except ApiException as error:
             if error.status == NOT_FOUND:
                 return False
-            raise api_failure(f"cordoning Node {name}", error) from None
+            raise api_failure(f"{action} Node {name}", error) from None
+
+    def _is_ready(self, name: str) -> bool:
+        node = self.node(name)
+        return node is not None and cluster.node_readiness(node, {}).ready
 
     def _drain(self, name: str, timeout_seconds: int) -> None:
         deadline = self.clock() + timeout_seconds
