@@ -425,8 +425,6 @@ def _value_problems(field: str, value: Any, path: str, version: str) -> list[Pro
         if field == family.field:
             for option in value:
                 problems += _option_problems(family, option, f"{path}.{option}", version)
-    if field == "featureGates":
-        problems += feature_gates.gate_problems(value, path, version)
     return problems
 
 
@@ -474,9 +472,13 @@ class KubeletSettings:
         result: dict[str, Any] = json.loads(self.user_fields_json)
         return result
 
-    def origin(self, field: str) -> str:
+    def layer_of(self, key: str) -> str:
+        """The config path of the layer that set `key` (a field, or featureGates.<name>) last."""
         origins: dict[str, str] = json.loads(self.origins_json)
-        return f"{origins[field]}.{field}"
+        return origins[key]
+
+    def origin(self, field: str) -> str:
+        return f"{self.layer_of(field)}.{field}"
 
     @property
     def cpu_manager_policy(self) -> str:
@@ -566,6 +568,9 @@ def resolve(
     for path, layer in layers:
         merged = deep_merge(merged, layer)
         origins.update(dict.fromkeys(layer, path))
+        # Gates merge key by key, so each has its own origin (feature_gate_problems).
+        gates = layer.get("featureGates", {})
+        origins.update(dict.fromkeys((f"featureGates.{name}" for name in gates), path))
     static = merged.get("cpuManagerPolicy") == "static"
     return KubeletSettings(
         user_fields_json=json.dumps(merged, sort_keys=True),
@@ -620,10 +625,20 @@ def settings_problems(settings: KubeletSettings) -> list[Problem]:
         )
     if settings.memory_manager_policy == "Static":
         problems += _static_memory_problems(settings)
-    if "featureGates" in fields:
-        problems += feature_gates.dependency_problems(
-            fields["featureGates"], settings.origin("featureGates"), settings.version
-        )
+    problems += feature_gate_problems(settings)
+    return problems
+
+
+def feature_gate_problems(settings: KubeletSettings) -> list[Problem]:
+    """The merged featureGates at this kubelet's version: each gate where it was set last, and
+    the dependencies of the whole map (a layer alone may be fine where the merged map is not)."""
+    gates = settings.user_fields.get("featureGates", {})
+    problems = []
+    for name, value in gates.items():
+        layer = settings.layer_of(f"featureGates.{name}")
+        problems += feature_gates.gate_problems({name: value}, f"{layer}.featureGates", settings.version)
+    if gates:
+        problems += feature_gates.dependency_problems(gates, settings.origin("featureGates"), settings.version)
     return problems
 
 

@@ -20,6 +20,7 @@ class ConfigError(ValueError):
     """The configuration is invalid; `problems` lists every finding."""
 
     def __init__(self, problems: list[Problem]) -> None:
-        self.problems = sorted(problems, key=lambda p: (p.path, p.message))
+        # Once each: a problem of a shared layer is found for every kubelet that inherits it.
+        self.problems = sorted(set(problems), key=lambda p: (p.path, p.message))
         lines = "\n".join(f"  - {p}" for p in self.problems)
         super().__init__(f"invalid {NAMESPACE} configuration ({len(self.problems)} problem(s)):\n{lines}")

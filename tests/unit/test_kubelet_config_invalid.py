@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import pytest
 
+from numa_kubelets.config import load_config
+from numa_kubelets.plan import build_plan
 from tests.unit.test_config_invalid import (
     Invalid,
     adding_host,
@@ -200,3 +202,65 @@ def test_problems_of_every_layer_are_reported_at_once():
     assert sorted(p.path for p in error.problems) == sorted(
         [f"{STACK}.maxPods", f"{STACK}.evictionHardd", f"{HOST}.cgroupRoot", f"{KUBELET}.port"]
     )
+
+
+GATE_CASES = [
+    Invalid(
+        "feature gate the declared kubelet does not know",
+        both(setting("kubeletVersion", "1.37"), setting(STACK, {"featureGates": {"NoSuchFeatureGate": True}})),
+        f"{STACK}.featureGates.NoSuchFeatureGate",
+        "kubelet 1.37 (kubeletVersion) has no such feature gate",
+        fleet=True,
+    ),
+    Invalid(
+        "locked feature gate set against its default, judged at the kubelet's own version",
+        both(
+            setting(STACK, {"featureGates": {"KubeletTracing": False}}),
+            setting("hosts[0].kubelets[1].kubeletVersion", "1.37"),
+        ),
+        f"{STACK}.featureGates.KubeletTracing",
+        "locked to true in kubelet 1.37 (GA)",
+        fleet=True,
+    ),
+    Invalid(
+        "feature gate enabled without its dependency, in the merged map",
+        both(
+            setting("kubeletVersion", "1.37"),
+            setting(
+                STACK,
+                {
+                    "featureGates": {
+                        "CompositePodGroup": True,
+                        "TopologyAwareWorkloadScheduling": True,
+                        "GenericWorkload": True,
+                    }
+                },
+            ),
+            setting(KUBELET, {"featureGates": {"GenericWorkload": False}}),
+        ),
+        f"{KUBELET}.featureGates",
+        "CompositePodGroup is enabled in kubelet 1.37, but it needs GenericWorkload",
+        fleet=True,
+    ),
+]
+
+
+@pytest.mark.parametrize("case", GATE_CASES, ids=lambda case: case.name)
+def test_feature_gates_the_kubelet_refuses_are_refused_with_the_path_that_set_them(case: Invalid):
+    raw = base_config()
+    case.modify(raw)
+    error = problems_of(raw, fleet=case.fleet)
+    assert_reported(error, case.path, case.fragment)
+    # Only where it was set (the other kubelet's merged map is fine), and once for both kubelets.
+    assert {p.path for p in error.problems} == {case.path}, error
+    assert len(error.problems) == len({p.message for p in error.problems}), error
+
+
+def test_a_gate_set_by_a_lower_layer_and_overridden_by_a_higher_one_is_judged_as_merged():
+    raw = base_config()
+    both(
+        setting("kubeletVersion", "1.37"),
+        setting(STACK, {"featureGates": {"KubeletTracing": False}}),
+        setting(HOST, {"featureGates": {"KubeletTracing": True}}),
+    )(raw)
+    build_plan(load_config(raw))
