@@ -7,7 +7,6 @@ import pytest
 from tests.testhost.fixtures import (  # noqa: F401
     boot_testhost,
     numa_host,
-    origin_host_of,
     testhost_image,
     testhost_image_of,
 )
@@ -30,6 +29,21 @@ class Stopwatch:
 @pytest.fixture
 def stopwatch():
     return Stopwatch
+
+
+@pytest.fixture(scope="session")
+def origin_kubelet(request):
+    """The built kubelet at GUEST_KUBELET on the shared origin machine (`numa_host`), for each
+    module that runs it there: copied once (about 40 s), removed at the end of the session. Its
+    version."""
+    # Imported here: realkubelet imports this module's Stopwatch.
+    from tests.integration.hostcheck import HostView
+    from tests.integration.realkubelet import GUEST_KUBELET, install_real_kubelet
+
+    host = request.getfixturevalue("numa_host")
+    version = install_real_kubelet(HostView(host))
+    yield version
+    host.run(f"rm -f {GUEST_KUBELET}", check=False)
 
 
 def pytest_terminal_summary(terminalreporter):

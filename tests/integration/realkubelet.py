@@ -3,6 +3,7 @@ and what to show when it does not come up. Shared by the standalone and the clus
 
 from __future__ import annotations
 
+import json
 import shlex
 import subprocess
 import time
@@ -79,3 +80,47 @@ def check_preflight_report(host: Any, preflight_script: str, suite: str) -> str:
     for fragment in (*RUNTIME_VERSIONS[suite], "runc 1."):
         assert fragment in line, line
     return line[line.index("(") :]
+
+
+def configz(view: HostView, port: int, netns: str | None = None) -> dict[str, Any]:
+    """The running kubelet's effective KubeletConfiguration (its file and drop-ins merged, its
+    defaults applied; fields that are zero left out), from /configz on its own port, in network
+    namespace `netns` (namespace mode) or the host's. Needs a stack that lets anonymous requests
+    in (ANONYMOUS_ACCESS; without a cluster authorization is AlwaysAllow). HTTPS with the
+    kubelet's self-signed serving certificate, so unverified."""
+    script = (
+        "python3 -c 'import ssl, sys, urllib.request; "
+        "c = ssl.create_default_context(); c.check_hostname = False; c.verify_mode = ssl.CERT_NONE; "
+        'print(urllib.request.urlopen("https://127.0.0.1:" + sys.argv[1] + "/configz", context=c, timeout=10)'
+        f".read().decode())' {int(port)}"
+    )
+    return json.loads(view.sh(in_netns(netns, script)))["kubeletconfig"]
+
+
+def in_netns(netns: str | None, script: str) -> str:
+    return script if netns is None else f"ip netns exec {q(netns)} {script}"
+
+
+# The kubeletConfig that opens /configz to the tests of a standalone kubelet.
+ANONYMOUS_ACCESS = {"authentication": {"anonymous": {"enabled": True}, "webhook": {"enabled": False}}}
+
+
+def running_kubelet(
+    view: HostView, numa: int, port: int, netns: str | None = None, timeout: float = KUBELET_START_TIMEOUT
+) -> dict[str, Any]:
+    """What the real kubelet@numa<N> runs with, once the unit's current main process is the one
+    listening on `port` (in network namespace `netns`, or the host's): its `flags` (its command
+    line's --name=value), its effective `config` (/configz) and its `pid`. The unit is
+    Type=simple: `systemctl restart` returns before the new process serves."""
+    unit = f"kubelet@numa{numa}.service"
+
+    def read() -> dict[str, Any] | None:
+        pid = view.main_pid(unit)
+        listeners = view.host.run(in_netns(netns, f"ss -Hltnp 'sport = :{int(port)}'"), check=False).stdout
+        if not pid or f"pid={pid}," not in listeners:
+            return None
+        arguments = view.sh(f"tr '\\0' '\\n' < /proc/{pid}/cmdline").splitlines()[1:]
+        flags = dict(argument.removeprefix("--").split("=", 1) for argument in arguments)
+        return {"pid": pid, "flags": flags, "config": configz(view, port, netns)}
+
+    return wait_for(f"{unit} serving on port {port}", read, timeout, lambda: kubelet_journal(view, numa))

@@ -1,7 +1,11 @@
-"""The program's own scripts applied to an emulated 2-socket NUMA machine, through a whole lifecycle.
+"""The program's own scripts applied to an emulated 2-socket NUMA machine, through a whole lifecycle,
+with the REAL kubelet (built by `make tools`) as each kubelet@numa<N>.
 
 The scenarios build on each other (apply, re-apply, change, replace, interrupt, destroy), in
-file order, on one host; the destroy at the end also runs if a scenario fails.
+file order, on one host; the destroy at the end also runs if a scenario fails. The stack is the
+dev stack (standalone, no cluster) with the real kubelet's path and anonymous access to the
+kubelets' own ports, so the tests read what each kubelet runs with: its command line and its
+effective configuration (/configz, tests/integration/realkubelet.py).
 """
 
 from __future__ import annotations
@@ -13,7 +17,10 @@ import pytest
 from tests.integration.conftest import TIMINGS
 from tests.integration.engine import CommandFailed, Engine
 from tests.integration.hostcheck import HostView
+from tests.integration.realkubelet import ANONYMOUS_ACCESS, GUEST_KUBELET, running_kubelet
 from tests.program.harness import load_stack_file
+
+pytestmark = pytest.mark.realtools("kubernetes")  # the kubelet: built by tools/build.sh
 
 UNITS = ("containerd@numa0.service", "kubelet@numa0.service", "containerd@numa1.service", "kubelet@numa1.service")
 CREATED_PATHS = (
@@ -43,11 +50,13 @@ def stack_for(host, base: str = "dev") -> dict:
 
 
 @pytest.fixture(scope="module")
-def deployment(numa_host, testhost_image):
+def deployment(numa_host, testhost_image, origin_kubelet):
     TIMINGS.append(("test host image build (as recorded when it was built)", testhost_image.build_seconds))
     TIMINGS.append(("boot origin machine to SSH", numa_host.boot_seconds))
     engine = Engine(lambda script, stdin: numa_host.run(script, stdin=stdin, check=False))
-    state = {"config": stack_for(numa_host), "engine": engine, "view": HostView(numa_host)}
+    config = stack_for(numa_host)
+    config.update(kubeletPath=GUEST_KUBELET, kubeletConfig=ANONYMOUS_ACCESS)
+    state = {"config": config, "engine": engine, "view": HostView(numa_host)}
     yield state
     if engine.state:
         engine.destroy()
@@ -78,7 +87,7 @@ def test_apply_confines_every_slice_unit_and_process(deployment, stopwatch):
 def test_kubelets_got_their_own_flags_config_and_credentials(deployment):
     view = deployment["view"]
     for numa, port, healthz, colour in ((0, 10250, 10248, "red"), (1, 10350, 10348, "blue")):
-        record = view.kubelet_record(numa)
+        record = running_kubelet(view, numa, port)
         flags, config = record["flags"], record["config"]
         assert flags["hostname-override"] == f"numa-a-numa{numa}"
         assert flags["root-dir"] == f"/var/lib/kubelet-numa{numa}"
@@ -88,13 +97,14 @@ def test_kubelets_got_their_own_flags_config_and_credentials(deployment):
             "numa-kubelets.io/host=numa-a",
             f"numa-kubelets.io/numa-node={numa}",
         }
-        assert (config["port"], config["healthzPort"], config["readOnlyPort"]) == (port, healthz, 0)
+        # /configz leaves out what is zero (readOnlyPort 0: no read-only port).
+        assert (config["port"], config["healthzPort"], config.get("readOnlyPort", 0)) == (port, healthz, 0)
         assert config["cgroupRoot"] == f"/numa{numa}" and config["maxPods"] == 1
         assert config["containerRuntimeEndpoint"] == f"unix:///run/containerd-numa{numa}/containerd.sock"
         # The reservation drop-in: CPUs outside the slice from the plan, memory of the other node.
         assert config["systemReserved"]["cpu"] == "5"
         assert config["systemReserved"]["memory"].endswith("Ki") and int(config["systemReserved"]["memory"][:-2]) > 0
-        assert record["cpus_allowed_list"] == ("1-3" if numa == 0 else "5-7")
+        assert view.process_status(record["pid"])["Cpus_allowed_list"] == ("1-3" if numa == 0 else "5-7")
         assert (
             view.sh(
                 f"python3 -c \"import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:{healthz}/healthz').read().decode())\""
@@ -104,7 +114,7 @@ def test_kubelets_got_their_own_flags_config_and_credentials(deployment):
 
 
 def test_pod_volumes_reach_containerd_while_device_plugin_sockets_stay_private(deployment):
-    """What a real kubelet needs of its mount namespace, exercised from the stand-in's namespace."""
+    """What the kubelet needs of its mount namespace, exercised from the running kubelet's."""
     view = deployment["view"]
     kubelet = view.main_pid("kubelet@numa0.service")
     containerd = view.main_pid("containerd@numa0.service")
@@ -145,7 +155,7 @@ def test_changing_one_port_restarts_that_kubelet_alone(deployment):
     assert engine.up(deployment["config"]) == [("numa-a-numa1-kubelet", "update")]
     after = {unit: view.started_at(unit) for unit in UNITS}
     assert [unit for unit in UNITS if after[unit] != before[unit]] == ["kubelet@numa1.service"]
-    assert view.kubelet_record(1)["config"]["port"] == 10450
+    assert running_kubelet(view, 1, 10450)["config"]["port"] == 10450
 
 
 def test_changing_a_slice_cpuset_applies_live_without_restarts(deployment):
@@ -159,7 +169,7 @@ def test_changing_a_slice_cpuset_applies_live_without_restarts(deployment):
     assert view.started_at("containerd@numa0.service") == before["containerd@numa0.service"]
     # The kubelet restarts: its systemReserved grew by one CPU.
     assert ("numa-a-numa0-kubelet", "update") in ran
-    assert view.kubelet_record(0)["config"]["systemReserved"]["cpu"] == "6"
+    assert running_kubelet(view, 0, 10250)["config"]["systemReserved"]["cpu"] == "6"
 
 
 def test_replacing_the_runtime_loses_nothing(deployment):
@@ -185,10 +195,10 @@ def test_an_interrupted_update_converges_on_the_next_run(deployment):
     with pytest.raises(CommandFailed):
         probe.up(changed)
     assert "maxPods: 7" in view.sh("cat /etc/numa-kubelets/numa0/kubelet-config.yaml")
-    assert view.kubelet_record(0)["config"]["maxPods"] == 1  # not restarted yet
+    assert running_kubelet(view, 0, 10250)["config"]["maxPods"] == 1  # not restarted yet
     deployment["config"] = changed
     engine.up(changed)
-    assert view.kubelet_record(0)["config"]["maxPods"] == 7
+    assert running_kubelet(view, 0, 10250)["config"]["maxPods"] == 7
     assert view.sh("ls /run/numa-kubelets/pending 2>/dev/null || true") == ""
 
 

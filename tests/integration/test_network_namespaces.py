@@ -5,27 +5,42 @@ tests' SSH session runs through, with addresses in qemu's user network 10.0.2.0/
 gateway 10.0.2.2 (DESIGN.md section 7). A second SSH connection streams a tick every half
 second for the whole module: any drop or stall of the host's own network shows up there.
 
+The kubelets are the REAL kubelet (built by `make tools`), standalone, with anonymous access
+to their own ports so the tests read what each runs with (tests/integration/realkubelet.py).
 The scenarios build on each other in file order on the shared origin machine: preflight,
-apply, checks (pods started through the CRI test client of tests/cri), re-apply, live change, mode change to host and back, reboot, destroy.
+apply, checks (a hostNetwork static pod of each kubelet; a container started through ctr as a
+CNI agent's), re-apply, live change, mode change to host and back, destroy. A reboot in namespace mode is the real cluster's
+(test_real_cluster.py): the namespaces rebuilt before the runtimes, real pods and kube-proxy back.
 """
 
 from __future__ import annotations
 
 import copy
 import itertools
+import json
 import shlex
 import threading
 import time
-import uuid
 
 import pytest
 
-from tests.cri import PAUSE_IMAGE, WORKLOAD_IMAGE, ContainerSpec, CriTestClient, PodSpec
+from tests.cri import PAUSE_IMAGE, WORKLOAD_IMAGE, CriTestClient
 from tests.integration.conftest import TIMINGS
 from tests.integration.engine import CommandFailed, Engine
 from tests.integration.hostcheck import HostView
+from tests.integration.realkubelet import (
+    ANONYMOUS_ACCESS,
+    GUEST_KUBELET,
+    POD_START_TIMEOUT,
+    kubelet_journal,
+    running_kubelet,
+    wait_for,
+    write_atomically,
+)
 from tests.integration.test_lifecycle import stack_for
 from tests.testhost.ssh import SshSession
+
+pytestmark = pytest.mark.realtools("kubernetes")  # the kubelet: built by tools/build.sh
 
 q = shlex.quote
 ADDRESSES = {0: "10.0.2.21/24", 1: "10.0.2.22/24"}
@@ -92,6 +107,7 @@ def parent_interface(view: HostView) -> str:
 
 def namespace_stack(host, parent: str) -> dict:
     config = stack_for(host)
+    config["kubeletPath"] = GUEST_KUBELET
     config["containerd"] = {"sandboxImage": PAUSE_IMAGE}  # the test image, imported into each instance
     entry = config["hosts"][0]
     entry["network"] = {"mode": "namespace", "parent": parent, "gateway": GATEWAY}
@@ -118,24 +134,31 @@ def snapshot(view: HostView, parent: str) -> dict[str, str]:
     return state
 
 
+# Test-owned: the kubelets' static pods (the program's destroy does not know it).
+STATIC_PODS = "/etc/numa-kubelets-test/namespace-static-pods"
+
+
 @pytest.fixture(scope="module")
-def namespaced(numa_host):
+def namespaced(numa_host, origin_kubelet):
     view = HostView(numa_host)
     parent = parent_interface(view)
     engine = Engine(lambda script, stdin: numa_host.run(script, stdin=stdin, check=False))
-    ticker = SshTicker(numa_host)
+    config = namespace_stack(numa_host, parent)
+    config["kubeletConfig"] = {"staticPodPath": STATIC_PODS, **ANONYMOUS_ACCESS}
+    view.sh(f"mkdir -p {STATIC_PODS}")
     state = {
         "engine": engine,
         "view": view,
         "parent": parent,
-        "config": namespace_stack(numa_host, parent),
+        "config": config,
         "before": snapshot(view, parent),
-        "ticker": ticker,
+        "ticker": SshTicker(numa_host),
     }
     yield state
     state["ticker"].stop()
     if engine.state:
         engine.destroy()
+    view.sh("rm -rf /etc/numa-kubelets-test")
 
 
 def test_preflight_reports_a_missing_parent_and_an_address_already_on_the_lan(numa_host, namespaced):
@@ -171,7 +194,7 @@ def test_apply_puts_each_kubelet_and_its_containerd_in_its_own_namespace(namespa
         assert "UP" in view.sh(f"ip -n numa{numa} -o link show dev lo").split(">")[0]
         assert view.sh(f"ip -n numa{numa} -o -4 addr show dev uplink | awk '{{ print $4 }}'") == ADDRESSES[numa]
         assert view.sh(f"ip -n numa{numa} route show default") == f"default via {GATEWAY} dev uplink"
-        record = view.kubelet_record(numa)
+        record = running_kubelet(view, numa, 10250, netns=f"numa{numa}")
         assert (record["config"]["port"], record["config"]["healthzPort"]) == (10250, 10248)
         assert record["flags"]["node-ip"] == ADDRESSES[numa].split("/")[0]
         healthz = "python3 -c \"import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:10248/healthz').read().decode())\""
@@ -226,31 +249,61 @@ def test_a_host_network_container_lives_in_the_namespace_and_cni_paths_are_priva
         view.sh(f"rm -rf {ROOTFS} /var/lib/numa-kubelets/numa*/etc/cni/net.d/10-written-by-agent.conflist")
 
 
-def test_a_host_network_pod_started_through_the_cri_lives_in_the_namespace(namespaced):
-    """Through containerd's CRI (tests/cri). (Pods with a network of their own, from CNI inside
-    the kubelet's namespace, are the real cluster's: test_real_cluster.py.)"""
+HOST_NETWORK_POD = "host-network-probe"
+HOST_NETWORK_COMMAND = ("/bin/sleep", "3601")
+
+
+def host_network_static_pod() -> str:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": HOST_NETWORK_POD, "namespace": "numa-test"},
+        "spec": {
+            "hostNetwork": True,
+            "containers": [
+                {
+                    "name": "probe",
+                    "image": WORKLOAD_IMAGE,
+                    "imagePullPolicy": "Never",
+                    "command": [*HOST_NETWORK_COMMAND],
+                }
+            ],
+            "terminationGracePeriodSeconds": 1,
+        },
+    }
+    return json.dumps(pod)
+
+
+def probe_pids(view: HostView) -> dict[int, int]:
+    """The host-network probe's container processes, by the NUMA slice their cgroup is in."""
+    pids = view.host.run(f"pgrep -x -f {q(' '.join(HOST_NETWORK_COMMAND))}", check=False).stdout.split()
+    return {
+        int(view.cgroup_of(int(pid)).split("/")[1].removeprefix("numa").removesuffix(".slice")): int(pid)
+        for pid in pids
+    }
+
+
+def test_a_host_network_static_pod_of_each_kubelet_lives_in_its_namespace(namespaced, stopwatch):
+    """A hostNetwork pod (a CNI agent, kube-proxy) gets no namespace of its own: its kubelet's.
+    (Pods with a network of their own, from CNI inside the kubelet's namespace, are the real
+    cluster's: test_real_cluster.py.)"""
     view = namespaced["view"]
     for numa in (0, 1):
-        cri = CriTestClient(view.host, f"/run/containerd-numa{numa}/containerd.sock")
-        cri.import_images()
-        # A hostNetwork pod (a CNI agent, kube-proxy) gets no namespace of its own: containerd's.
-        marker = f"{3600 + numa}"
-        host_pod = PodSpec(
-            name=f"host-network-probe-{numa}",
-            namespace="numa-test",
-            uid=str(uuid.uuid4()),
-            cgroup_root=f"/numa{numa}",
-            qos="besteffort",
-            host_network=True,
-            pod_logs_dir=f"/var/log/pods-numa{numa}",
-            containers=[ContainerSpec("probe", WORKLOAD_IMAGE, command=["/bin/sleep", marker])],
-        )
-        running = cri.run_pod(host_pod)
-        try:
-            pid = int(view.sh(f"pgrep -n -f {q('sleep ' + marker)}"))
-            assert net_of(view, pid) == netns_inode(view, numa)
-        finally:
-            cri.remove_pod(running.sandbox_id)
+        assert CriTestClient(view.host, f"/run/containerd-numa{numa}/containerd.sock").import_images()
+    write_atomically(view, f"{STATIC_PODS}/{HOST_NETWORK_POD}.json", host_network_static_pod())
+    try:
+        with stopwatch("namespace mode: a hostNetwork static pod running on each kubelet"):
+            pids = wait_for(
+                "the hostNetwork static pod's container on each kubelet",
+                lambda: (found := probe_pids(view)).keys() == {0, 1} and found,
+                POD_START_TIMEOUT,
+                lambda: kubelet_journal(view, 0) + kubelet_journal(view, 1),
+            )
+        for numa, pid in pids.items():
+            assert net_of(view, pid) == netns_inode(view, numa), numa
+    finally:
+        view.sh(f"rm -f {STATIC_PODS}/{HOST_NETWORK_POD}.json")
+    wait_for("the static pods gone", lambda: not probe_pids(view), POD_START_TIMEOUT, lambda: "")
     assert view.sh("ls -A /etc/cni/net.d") == ""
 
 
@@ -292,7 +345,7 @@ def test_a_new_address_is_applied_in_place(namespaced):
     ]
     assert view.started_at("containerd@numa1.service") == runtime
     assert view.sh("ip -n numa1 -o -4 addr show dev uplink | awk '{ print $4 }'") == "10.0.2.23/24"
-    assert view.kubelet_record(1)["flags"]["node-ip"] == "10.0.2.23"
+    assert running_kubelet(view, 1, 10250, netns="numa1")["flags"]["node-ip"] == "10.0.2.23"
 
 
 def test_switching_to_host_mode_and_back_converges(namespaced, stopwatch):
@@ -308,7 +361,7 @@ def test_switching_to_host_mode_and_back_converges(namespaced, stopwatch):
     for numa in (0, 1):
         for unit in (f"containerd@numa{numa}.service", f"kubelet@numa{numa}.service"):
             assert view.active(unit) and net_of(view, view.main_pid(unit)) == net_of(view, 1), unit
-    assert view.kubelet_record(1)["config"]["port"] == 10350  # host mode spreads the ports
+    assert running_kubelet(view, 1, 10350)["config"]["port"] == 10350  # host mode spreads the ports
     namespaced["ticker"].assert_alive("the switch to host mode")
     with stopwatch("namespace mode: switch back to namespace mode"):
         engine.up(namespaced["config"])
@@ -316,20 +369,6 @@ def test_switching_to_host_mode_and_back_converges(namespaced, stopwatch):
         assert net_of(view, view.main_pid(f"kubelet@numa{numa}.service")) == netns_inode(view, numa)
     assert engine.up(namespaced["config"]) == []
     namespaced["ticker"].assert_alive("the switch back to namespace mode")
-
-
-def test_a_reboot_rebuilds_the_namespaces_before_the_runtimes_start(numa_host, namespaced, stopwatch):
-    view = namespaced["view"]
-    namespaced["ticker"].stop()
-    with stopwatch("namespace mode: reboot to SSH"):
-        numa_host.reboot()
-    namespaced["ticker"] = SshTicker(numa_host)
-    for numa in (0, 1):
-        for unit in (f"numa-netns@numa{numa}.service", f"containerd@numa{numa}.service", f"kubelet@numa{numa}.service"):
-            assert view.active(unit), unit
-        assert net_of(view, view.main_pid(f"containerd@numa{numa}.service")) == netns_inode(view, numa)
-        assert view.sh(f"ip -n numa{numa} route show default") == f"default via {GATEWAY} dev uplink"
-    assert in_namespace(view, 0, "exec 3<>/dev/tcp/10.0.2.23/10250").rc == 0
 
 
 def test_destroy_leaves_the_host_network_as_it_was(namespaced, stopwatch):

@@ -63,7 +63,7 @@ from tests.integration.realkubelet import (
     wait_for,
     write_atomically,
 )
-from tests.integration.test_network_namespaces import namespace_stack, net_of, netns_inode, parent_interface
+from tests.integration.test_network_namespaces import GATEWAY, namespace_stack, net_of, netns_inode, parent_interface
 from tests.realcluster.clients import api_for, create_managed_token
 from tests.realcluster.controlplane import POD_CIDR, ControlPlane, inline_kubeconfig, tool
 from tests.testhost.recipe import DEFAULT_SUITE
@@ -152,12 +152,12 @@ def quantity_bytes(quantity: str) -> int:
 
 
 @pytest.fixture(scope="module")
-def joined(numa_host, control_plane: ControlPlane):
+def joined(numa_host, origin_kubelet, control_plane: ControlPlane):
     host, view = numa_host, HostView(numa_host)
     admin_api = api_for(control_plane.admin_kubeconfig)
     core = kube_client.CoreV1Api(admin_api)
     # The kubelets start on the previous minor; the rolling upgrade takes them to this one's.
-    newer = install_real_kubelet(view)
+    newer = origin_kubelet
     version = install_real_kubelet(view, "kubelet-previous", GUEST_KUBELET_PREVIOUS)
     token = create_managed_token(admin_api, TOKEN_ID, TOKEN_SECRET, STACK)
 
@@ -213,7 +213,7 @@ def joined(numa_host, control_plane: ControlPlane):
             if error.status != 404:
                 raise
     view.sh(
-        f"echo 0 > {HUGEPAGE_POOL}; rm -f {q(GUEST_KUBELET)} {q(GUEST_KUBELET_PREVIOUS)} {BR_NETFILTER_CONF}; "
+        f"echo 0 > {HUGEPAGE_POOL}; rm -f {q(GUEST_KUBELET_PREVIOUS)} {BR_NETFILTER_CONF}; "
         "modprobe -r br_netfilter 2>/dev/null || true"
     )
 
@@ -765,6 +765,13 @@ def test_a_host_reboot_brings_every_node_back_ready_with_its_pods(joined, stopwa
                 NODE_JOIN_TIMEOUT,
                 lambda n=kubelet.numa_node: kubelet_journal(view, n),
             )
+    # The boot rebuilt each network namespace before its runtime started: containerd and the
+    # kubelet in their own again, its default route through the uplink.
+    for numa in CPUS:
+        assert view.active(f"numa-netns@numa{numa}.service")
+        for unit in (f"containerd@numa{numa}.service", f"kubelet@numa{numa}.service"):
+            assert net_of(view, view.main_pid(unit)) == netns_inode(view, numa), unit
+        assert view.sh(f"ip -n numa{numa} route show default") == f"default via {GATEWAY} dev uplink"
     # The same pods (bound to their Nodes) run again, in new containers (the status the API held
     # until their kubelets reported is the one from before the boot).
     with stopwatch("real cluster: the pods running again after the reboot"):

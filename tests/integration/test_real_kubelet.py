@@ -1,21 +1,24 @@
-"""The REAL kubelet (built by `make tools`) on the emulated 2-socket machine, standalone.
+"""The REAL kubelet (built by `make tools`) standalone, on a 3-NUMA-node machine whose CPUs are
+interleaved across the nodes (0,3,6 / 1,4,7 / 2,5, as some BIOSes number them): the test host's
+second topology, with the program's defaults everywhere.
 
 No cluster: each kubelet@numa<N> runs the real kubelet binary, started by the program's own
-scripts in numa<N>.slice, with a static pod from a `staticPodPath` given through the
-kubelet's `kubeletConfig`. The binary is copied into the guest at test time to the stack's
-`kubeletPath` (/usr/local/bin/kubelet), so the image's stand-in at /usr/bin/kubelet keeps
-serving the other scenarios. Images stay registry-free: the busybox-based pause and workload
-images are imported into each containerd instance before the static pods are written, and the
-sandbox image is the stack's `containerd.sandboxImage`.
+scripts in numa<N>.slice, with a static pod from a `staticPodPath` given through the stack's
+`kubeletConfig`. The binary is copied into the guest at test time to the stack's `kubeletPath`
+(/usr/local/bin/kubelet), so the image's stand-in at /usr/bin/kubelet stays what it was. Images
+stay registry-free: the busybox-based pause and workload images are imported into each
+containerd instance before the static pod is written, and the sandbox image is the stack's
+`containerd.sandboxImage`. The stack turns on anonymous access to the kubelets' own port (no
+cluster: authorization is AlwaysAllow), so the test reads each kubelet's effective configuration
+from its /configz: what the real kubelet made of the program's file and drop-ins.
 
-Per test host OS (trixie: containerd 1.7, systemd 257; bookworm, containerd 1.6 and systemd 252,
-is the real-cluster module's; NUMA_KUBELETS_STANDALONE_SUITES picks), on the session's origin
-machine of that OS, the scenarios
-build on each other in file order: apply (and the runtime versions the preflight reports), the
-kubelet processes, healthz, an unknown field, the static pods (the program's probe and verdict,
-systemd-cgls, Cpus_allowed_list), a container outside its slice judged not ok, a kubelet
-restart, a containerd restart, a kubelet restart after it, destroy. The fixture leaves the host as it found it. (These replace
-the scenarios that drove containerd with the CRI test client standing in for the kubelet.)
+Per test host OS (default trixie: containerd 1.7, systemd 257; bookworm's real kubelets go
+through the same checks in the real-cluster module; NUMA_KUBELETS_STANDALONE_SUITES picks), on
+a machine of its own, the scenarios build on each other in file order: apply (the defaults'
+CPUs, ports and node names; the runtime versions the preflight reports), healthz, an unknown
+field, the static pods (the program's probe and verdict, systemd-cgls, Cpus_allowed_list), a
+container outside its slice judged not ok, a kubelet restart, a containerd restart, a kubelet
+restart after it, destroy. The machine is stopped at the end of the session.
 """
 
 from __future__ import annotations
@@ -35,21 +38,24 @@ from numa_kubelets.plan import build_plan
 from numa_kubelets.problems import ConfigError
 from numa_kubelets.render import SYSTEMD_CGROUP_CONTROLLERS
 from tests.cri import PAUSE_IMAGE, WORKLOAD_IMAGE, ContainerSpec, CriTestClient, PodSpec, pod_cgroup_parent
-from tests.integration.conftest import TIMINGS
+from tests.integration.conftest import TIMINGS, Stopwatch
 from tests.integration.engine import Engine
 from tests.integration.hostcheck import HostView
 from tests.integration.realkubelet import (
+    ANONYMOUS_ACCESS,
     GUEST_KUBELET,
     KUBELET_START_TIMEOUT,
     POD_START_TIMEOUT,
     check_preflight_report,
+    configz,
     install_real_kubelet,
     kubelet_journal,
     wait_for,
     write_atomically,
 )
-from tests.integration.test_lifecycle import stack_for
+from tests.testhost import recipe
 from tests.testhost.fixtures import STANDALONE_SUITES
+from tests.testhost.topology import format_cpulist
 
 pytestmark = pytest.mark.realtools("kubernetes")  # the kubelet: built by tools/build.sh
 
@@ -58,11 +64,23 @@ q = shlex.quote
 NAMESPACE = "numa-demo"
 POD_NAME = "numa-demo"  # the kubelet names a static pod <name>-<nodeName>: the demo pod's name
 COMMAND = ("/bin/sleep", "3600")
-CPUS = {0: "1-3", 1: "5-7"}
-NODE_NAMES = {0: "numa-a-numa0", 1: "numa-a-numa1"}
-HEALTHZ_PORTS = {0: 10248, 1: 10348}
+# One CPU per socket, interleaved across the nodes; 1 GiB of memory on each.
+NODES = ((0, 3, 6), (1, 4, 7), (2, 5))
+MEMORY_MIB = 3072
+HOST = "numa-c"
+NUMAS = (0, 1, 2)
+# The defaults for it (DESIGN.md section 3): the lowest CPU of each node for the host's services,
+# the rest for its kubelet; ports spread by 100 per NUMA node.
+SYSTEM_CPUS = "0-2"
+CPUS = {0: "3,6", 1: "4,7", 2: "5"}
+PORTS = {0: 10250, 1: 10350, 2: 10450}
+HEALTHZ_PORTS = {0: 10248, 1: 10348, 2: 10448}
+NODE_NAMES = {numa: f"{HOST}-numa{numa}" for numa in NUMAS}
+KUBELETS = " ".join(f"kubelet@numa{numa}.service" for numa in NUMAS)
+RUNTIMES = " ".join(f"containerd@numa{numa}.service" for numa in NUMAS)
 # Test-owned paths, removed by the fixture (the program's destroy does not know them).
 MANIFESTS_ROOT = "/etc/numa-kubelets-test"
+MANIFESTS_DIR = f"{MANIFESTS_ROOT}/static-pods"  # every kubelet's: each runs the pod as its own
 CNI_CONFLIST_PATH = "/etc/cni/net.d/10-numa-kubelets-test.conflist"
 CNI_NETWORK = "numa-kubelets-test"
 ROOT_SUBTREE_CONTROL = "/sys/fs/cgroup/cgroup.subtree_control"
@@ -79,10 +97,6 @@ CNI_CONFLIST = {
         }
     ],
 }
-
-
-def manifests_dir(numa: int) -> str:
-    return f"{MANIFESTS_ROOT}/numa{numa}"
 
 
 def socket_of(numa: int) -> str:
@@ -137,21 +151,43 @@ def running_static_pod(cri: CriTestClient, numa: int) -> tuple[dict[str, Any], d
     return (sandbox, running[0]) if running else None
 
 
+def standalone_stack(host) -> dict[str, Any]:
+    """Defaults everywhere but what a standalone real kubelet needs: its binary, a sandbox image no
+    registry has to provide, the static pods' directory, and anonymous access for /configz."""
+    return {
+        "sshPrivateKeyPath": str(host.key_path),
+        "kubeletPath": GUEST_KUBELET,
+        "containerd": {"sandboxImage": PAUSE_IMAGE},
+        "kubeletConfig": {"staticPodPath": MANIFESTS_DIR, **ANONYMOUS_ACCESS},
+        "hosts": [
+            {
+                "name": HOST,
+                "address": host.address,
+                "sshPort": host.port,
+                "hostKey": host.host_key,
+                "numaNodes": [{"id": numa, "cpus": format_cpulist(cpus)} for numa, cpus in enumerate(NODES)],
+            }
+        ],
+    }
+
+
 @pytest.fixture(scope="module", params=STANDALONE_SUITES)
-def real(request, origin_host_of):
-    """Per test host OS: the session's origin machine of that OS (bookworm's is shared)."""
-    host = origin_host_of(request.param)
+def real(request, boot_testhost):
+    """Per test host OS: a 3-node interleaved machine of that OS, booted for this module."""
+    if request.param not in recipe.SUITES:
+        raise ValueError(f"NUMA_KUBELETS_STANDALONE_SUITES: unknown suite {request.param!r} (known: {recipe.SUITES})")
+    with Stopwatch(f"[{request.param}] boot the 3-node interleaved machine"):
+        host = boot_testhost(NODES, memory_mib=MEMORY_MIB, suite=request.param)
     view = HostView(host)
+    # The emulated firmware numbers the CPUs as asked (the test host's topology, not the program).
+    cpulists = "for node in $(ls -d /sys/devices/system/node/node[0-9]* | sort -V); do cat $node/cpulist; done"
+    assert view.sh(cpulists).split() == ["0,3,6", "1,4,7", "2,5"]
+    assert view.sh("numactl --hardware | head -1") == "available: 3 nodes (0-2)"
     version = install_real_kubelet(view)
 
-    config = stack_for(host)
-    config["kubeletPath"] = GUEST_KUBELET
-    config["containerd"] = {"sandboxImage": PAUSE_IMAGE}
-    for entry in config["hosts"][0]["kubelets"]:
-        entry["kubeletConfig"] = {"staticPodPath": manifests_dir(entry["numaNode"])}
+    config = standalone_stack(host)
     host.run(
-        f"mkdir -p {q(manifests_dir(0))} {q(manifests_dir(1))} /etc/cni/net.d && cat > {q(CNI_CONFLIST_PATH)}",
-        stdin=json.dumps(CNI_CONFLIST),
+        f"mkdir -p {q(MANIFESTS_DIR)} /etc/cni/net.d && cat > {q(CNI_CONFLIST_PATH)}", stdin=json.dumps(CNI_CONFLIST)
     )
     engine = Engine(lambda script, stdin: host.run(script, stdin=stdin, check=False))
     state = {
@@ -173,11 +209,13 @@ def real(request, origin_host_of):
     )
 
 
-def test_apply_starts_the_real_kubelet_in_each_slice(real, stopwatch):
+def test_apply_starts_the_real_kubelet_in_each_slice_of_the_defaults(real, stopwatch):
     engine, view = real["engine"], real["view"]
-    with stopwatch(f"[{real['suite']}] real kubelet: apply (8 remote commands)"):
-        engine.up(real["config"])
-    for numa in (0, 1):
+    with stopwatch(f"[{real['suite']}] real kubelet: apply (3 NUMA nodes, 11 remote commands)"):
+        assert len(engine.up(real["config"])) == 11
+    for numa in NUMAS:
+        assert view.effective(f"numa{numa}.slice", "cpus") == CPUS[numa]
+        assert view.effective(f"numa{numa}.slice", "mems") == str(numa)
         unit = f"kubelet@numa{numa}.service"
 
         def main_pid_is_the_kubelet(unit: str = unit) -> int:
@@ -198,20 +236,21 @@ def test_apply_starts_the_real_kubelet_in_each_slice(real, stopwatch):
         assert f'sandbox_image = "{PAUSE_IMAGE}"' in config
     # Live on every systemd (257 does not apply the drop-ins on daemon-reload alone), and no
     # `set-property --runtime` drop-in is left to shadow the persistent ones.
+    assert view.effective("system.slice", "cpus") == SYSTEM_CPUS
     for pid in (1, view.pid_of("sshd")):
-        assert view.process_status(pid)["Cpus_allowed_list"] == "0,4"
+        assert view.process_status(pid)["Cpus_allowed_list"] == SYSTEM_CPUS
     assert view.runtime_control_dropins() == ""
 
 
 def test_the_preflight_reports_the_runtime_versions_of_the_host(real):
     suite, engine = real["suite"], real["engine"]
-    versions = check_preflight_report(real["host"], engine.state["numa-a-preflight"].inputs["create"], suite)
+    versions = check_preflight_report(real["host"], engine.state[f"{HOST}-preflight"].inputs["create"], suite)
     TIMINGS.append((f"[{suite}] {versions}", 0.0))
 
 
 def test_each_kubelet_answers_healthz_on_its_port(real, stopwatch):
     view = real["view"]
-    for numa in (0, 1):
+    for numa in NUMAS:
         with stopwatch(f"[{real['suite']}] real kubelet: kubelet@numa{numa} healthz ok after apply"):
             wait_for(
                 f"kubelet@numa{numa} healthz on 127.0.0.1:{HEALTHZ_PORTS[numa]}",
@@ -219,9 +258,29 @@ def test_each_kubelet_answers_healthz_on_its_port(real, stopwatch):
                 KUBELET_START_TIMEOUT,
                 lambda n=numa: kubelet_journal(view, n),
             )
-    # Still the same processes: neither kubelet exited and was restarted on the way.
-    for numa in (0, 1):
+    # Still the same processes: no kubelet exited and was restarted on the way.
+    for numa in NUMAS:
         assert view.unit(f"kubelet@numa{numa}.service", "NRestarts")["NRestarts"] == "0", kubelet_journal(view, numa)
+
+
+def test_each_kubelet_runs_with_its_own_ports_and_reservations(real):
+    """What each real kubelet made of its file and drop-ins: its own ports, pod logs and runtime,
+    and as systemReserved the CPUs outside its slice and a share of the memory of the other nodes."""
+    view = real["view"]
+    for numa in NUMAS:
+        effective = configz(view, PORTS[numa])  # served on the kubelet's own port: it listens there
+        # /configz leaves out what is zero (readOnlyPort 0: no read-only port).
+        assert (effective["port"], effective["healthzPort"], effective.get("readOnlyPort", 0)) == (
+            PORTS[numa],
+            HEALTHZ_PORTS[numa],
+            0,
+        )
+        assert effective["cgroupRoot"] == f"/numa{numa}" and effective["podLogsDir"] == f"/var/log/pods-numa{numa}"
+        assert effective["containerRuntimeEndpoint"] == f"unix:///run/containerd-numa{numa}/containerd.sock"
+        assert effective["staticPodPath"] == MANIFESTS_DIR
+        reserved = effective["systemReserved"]
+        assert reserved["cpu"] == str(8 - len(CPUS[numa].split(","))), reserved
+        assert reserved["memory"].endswith("Ki") and int(reserved["memory"][:-2]) > 0, reserved
 
 
 UNKNOWN_FIELD = "podLogDirectory"  # a plausible misspelling of podLogsDir
@@ -248,14 +307,14 @@ def test_an_unknown_kubelet_configuration_field_is_refused_by_the_core_the_real_
 
 def test_each_kubelet_runs_its_static_pod_from_the_imported_images(real, stopwatch):
     host, view = real["host"], real["view"]
-    for numa in (0, 1):
+    for numa in NUMAS:
         cri = CriTestClient(host, socket_of(numa))
         assert cri.version()["runtime_name"] == "containerd"
         assert cri.import_images() == ["pause.tar", "workload.tar"]
         assert cri.image_present(PAUSE_IMAGE) and cri.image_present(WORKLOAD_IMAGE)
-        write_atomically(view, f"{manifests_dir(numa)}/numa-demo.yaml", static_pod_manifest())
+    write_atomically(view, f"{MANIFESTS_DIR}/numa-demo.yaml", static_pod_manifest())
     real["pods"] = {}
-    for numa in (0, 1):
+    for numa in NUMAS:
         cri = CriTestClient(host, socket_of(numa))
         with stopwatch(f"[{real['suite']}] real kubelet: static pod running on kubelet@numa{numa}"):
             sandbox, container = wait_for(
@@ -271,7 +330,7 @@ def test_each_kubelet_runs_its_static_pod_from_the_imported_images(real, stopwat
         assert info["Image"] == PAUSE_IMAGE
         assert cri.pod_status(sandbox["id"])["status"]["network"]["ip"].startswith("10.89.0.")
         assert container["labels"]["io.kubernetes.pod.uid"] == sandbox["metadata"]["uid"]
-    statuses = {numa: CriTestClient(host, socket_of(numa)).status() for numa in (0, 1)}
+    statuses = {numa: CriTestClient(host, socket_of(numa)).status() for numa in NUMAS}
     # containerd 1.7.24 (trixie) adds a third condition, ContainerdHasNoDeprecationWarnings: all must hold.
     for status in statuses.values():
         assert {"RuntimeReady", "NetworkReady"} <= status.keys() and all(status.values()), statuses
@@ -289,7 +348,7 @@ def probe(real, numa: int, uid: str) -> tuple[str, Any]:
 
 def test_static_pods_containers_are_confined_to_their_slice(real):
     view = real["view"]
-    for numa in (0, 1):
+    for numa in NUMAS:
         sandbox, container = real["pods"][numa]
         uid = sandbox["metadata"]["uid"]
         stdout, verdict = probe(real, numa, uid)
@@ -305,7 +364,7 @@ def test_static_pods_containers_are_confined_to_their_slice(real):
 
 def test_systemd_cgls_shows_the_real_kubelets_pod_under_its_kubepods_slice(real):
     view = real["view"]
-    for numa in (0, 1):
+    for numa in NUMAS:
         sandbox, container = real["pods"][numa]
         uid = sandbox["metadata"]["uid"]
         tree = view.sh(f"systemd-cgls --no-pager -u numa{numa}.slice")
@@ -326,7 +385,7 @@ def test_systemd_cgls_shows_the_real_kubelets_pod_under_its_kubepods_slice(real)
 def workload_pids(real) -> dict[int, int]:
     return {
         numa: parse_probe_output(probe(real, numa, real["pods"][numa][0]["metadata"]["uid"])[0])[0][0].pid
-        for numa in (0, 1)
+        for numa in NUMAS
     }
 
 
@@ -362,8 +421,8 @@ def test_a_container_outside_its_slice_is_judged_not_ok_with_its_cpus(real):
             _, verdict = probe(real, 0, uid)
             assert not verdict.ok
             message = verdict.failure_message()
-            assert "may run on CPUs 0-7; numa0.slice has CPUs 1-3" in message, message
-            assert "may allocate on memory nodes 0-1; numa0.slice has memory node 0" in message, message
+            assert f"may run on CPUs 0-7; numa0.slice has CPUs {CPUS[0]}" in message, message
+            assert "may allocate on memory nodes 0-2; numa0.slice has memory node 0" in message, message
         finally:
             cri.remove_pod(misplaced.sandbox_id, grace_seconds=0)
             # A kubelet removes the pod's slices; the CRI client does not, so the test does.
@@ -403,17 +462,17 @@ def sandbox_history(real, numa: int) -> str:
 
 def test_static_pods_survive_a_kubelet_restart(real, stopwatch):
     view, before = real["view"], workload_pids(real)
-    with stopwatch(f"[{real['suite']}] real kubelet: restart both kubelets, healthz ok again"):
-        view.sh("systemctl restart kubelet@numa0.service kubelet@numa1.service")
-        for numa in (0, 1):
+    with stopwatch(f"[{real['suite']}] real kubelet: restart every kubelet, healthz ok again"):
+        view.sh(f"systemctl restart {KUBELETS}")
+        for numa in NUMAS:
             wait_for_healthz(view, numa, "after a restart")
     # The restarted kubelet adopts its running pod: same sandbox, same container process.
-    after = {numa: static_pod_sandbox(CriTestClient(real["host"], socket_of(numa)), numa) for numa in (0, 1)}
+    after = {numa: static_pod_sandbox(CriTestClient(real["host"], socket_of(numa)), numa) for numa in NUMAS}
     assert {n: (sandbox or {}).get("id") for n, sandbox in after.items()} == {
-        n: real["pods"][n][0]["id"] for n in (0, 1)
-    }, "\n".join(sandbox_history(real, n) for n in (0, 1))
-    assert workload_pids(real) == before, "\n".join(sandbox_history(real, n) for n in (0, 1))
-    for numa in (0, 1):
+        n: real["pods"][n][0]["id"] for n in NUMAS
+    }, "\n".join(sandbox_history(real, n) for n in NUMAS)
+    assert workload_pids(real) == before, "\n".join(sandbox_history(real, n) for n in NUMAS)
+    for numa in NUMAS:
         cri = CriTestClient(real["host"], socket_of(numa))
         assert running_static_pod(cri, numa) is not None
         assert static_pod_sandbox(cri, numa)["id"] == real["pods"][numa][0]["id"]
@@ -427,12 +486,12 @@ def test_static_pods_survive_a_containerd_restart(real, stopwatch):
     view, before = real["view"], workload_pids(real)
     addresses = {
         numa: sandbox_address(CriTestClient(real["host"], socket_of(numa)), real["pods"][numa][0]["id"])
-        for numa in (0, 1)
+        for numa in NUMAS
     }
     assert all(addresses.values()), addresses
     # containerd mounts each pod's network namespace where the host sees it, so it outlives
     # containerd's own mount namespace (render.containerd_namespace_script).
-    for numa in (0, 1):
+    for numa in NUMAS:
         netns = view.host.run(
             f"ctr --address {socket_of(numa)} -n k8s.io containers info {real['pods'][numa][0]['id']} "
             "| grep -o '/var/run/netns/cni-[0-9a-f-]*' | head -n 1",
@@ -441,9 +500,9 @@ def test_static_pods_survive_a_containerd_restart(real, stopwatch):
         assert netns and view.host.run(f"mountpoint -q {netns}", check=False).rc == 0, (
             f"numa{numa}: the pod's network namespace {netns or '(none)'} is no mount point in the host's view"
         )
-    with stopwatch(f"[{real['suite']}] real kubelet: restart both containerd instances"):
-        view.sh("systemctl restart containerd@numa0.service containerd@numa1.service")
-        for numa in (0, 1):
+    with stopwatch(f"[{real['suite']}] real kubelet: restart every containerd instance"):
+        view.sh(f"systemctl restart {RUNTIMES}")
+        for numa in NUMAS:
             cri = CriTestClient(real["host"], socket_of(numa))
             wait_for(
                 f"containerd@numa{numa} RuntimeReady after a restart",
@@ -452,7 +511,7 @@ def test_static_pods_survive_a_containerd_restart(real, stopwatch):
                 lambda n=numa: kubelet_journal(view, n),
             )
     # The kubelet rides out its runtime's restart, and keeps the running pod: same process.
-    for numa in (0, 1):
+    for numa in NUMAS:
         cri = CriTestClient(real["host"], socket_of(numa))
         sandbox = static_pod_sandbox(cri, numa)
         assert sandbox["id"] == real["pods"][numa][0]["id"], sandbox_history(real, numa)
@@ -467,11 +526,11 @@ def test_static_pods_survive_a_containerd_restart(real, stopwatch):
 def test_static_pods_survive_a_kubelet_restart_after_the_containerd_restart(real, stopwatch):
     """Found with the real kubelet: with containerd in a systemd mount namespace, this replaced every sandbox."""
     view, before = real["view"], workload_pids(real)
-    with stopwatch(f"[{real['suite']}] real kubelet: restart both kubelets after their runtimes"):
-        view.sh("systemctl restart kubelet@numa0.service kubelet@numa1.service")
-        for numa in (0, 1):
+    with stopwatch(f"[{real['suite']}] real kubelet: restart every kubelet after its runtime"):
+        view.sh(f"systemctl restart {KUBELETS}")
+        for numa in NUMAS:
             wait_for_healthz(view, numa, "after a restart")
-    for numa in (0, 1):
+    for numa in NUMAS:
         cri = CriTestClient(real["host"], socket_of(numa))
         wait_for(
             f"kubelet@numa{numa} reports its static pod running again",
@@ -480,7 +539,7 @@ def test_static_pods_survive_a_kubelet_restart_after_the_containerd_restart(real
             lambda n=numa: sandbox_history(real, n),
         )
         assert static_pod_sandbox(cri, numa)["id"] == real["pods"][numa][0]["id"], sandbox_history(real, numa)
-    assert workload_pids(real) == before, "\n".join(sandbox_history(real, n) for n in (0, 1))
+    assert workload_pids(real) == before, "\n".join(sandbox_history(real, n) for n in NUMAS)
 
 
 def test_destroy_stops_the_kubelets_and_their_pods(real, stopwatch):
@@ -502,7 +561,7 @@ def test_destroy_stops_the_kubelets_and_their_pods(real, stopwatch):
     for pid in (1, view.pid_of("sshd")):
         assert view.process_status(pid)["Cpus_allowed_list"] == "0-7"
     assert view.runtime_control_dropins() == ""
-    for numa in (0, 1):
+    for numa in NUMAS:
         assert not view.exists(f"/sys/fs/cgroup/numa{numa}.slice")
         assert not view.exists(f"/var/lib/kubelet-numa{numa}")
         assert not view.exists(f"/var/lib/containerd-numa{numa}")

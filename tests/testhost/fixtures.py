@@ -84,30 +84,11 @@ def numa_host(boot_testhost: BootTestHost) -> TestHost:
     return boot_testhost(ORIGIN)
 
 
-# The test host OSes the standalone real-kubelet scenarios run on (test_real_kubelet.py):
-# comma-separated names of recipe.SUITES. Default: every one but the default suite, whose real
-# kubelets the real-cluster module runs through the same checks (a cluster the only difference).
+# The test host OSes the standalone real-kubelet scenarios run on (test_real_kubelet.py, each on a
+# 3-node machine of its own): comma-separated names of recipe.SUITES. Default: every one but the
+# default suite, whose real kubelets the real-cluster module runs on the origin machine.
 STANDALONE_SUITES = tuple(
     os.environ.get(
         "NUMA_KUBELETS_STANDALONE_SUITES", ",".join(s for s in recipe.SUITES if s != recipe.DEFAULT_SUITE)
     ).split(",")
 )
-
-
-@pytest.fixture(scope="session")
-def origin_host_of(request: pytest.FixtureRequest, boot_testhost: BootTestHost) -> Callable[[str], TestHost]:
-    """Factory: the session's origin machine of a Debian suite, booted on first use and shared
-    by every module that asks for it; the default suite's is `numa_host`."""
-    hosts: dict[str, TestHost] = {}
-
-    def host_of(suite: str) -> TestHost:
-        if suite not in recipe.SUITES:
-            raise ValueError(f"NUMA_KUBELETS_STANDALONE_SUITES: unknown suite {suite!r} (known: {recipe.SUITES})")
-        if suite not in hosts:
-            if suite == recipe.DEFAULT_SUITE:
-                hosts[suite] = request.getfixturevalue("numa_host")
-            else:
-                hosts[suite] = boot_testhost(ORIGIN, suite=suite)
-        return hosts[suite]
-
-    return host_of
