@@ -21,8 +21,7 @@ from .problems import Problem
 
 # The schema below is `k8s.io/kubelet/config/v1beta1` of Kubernetes 1.37 (v0.37.2), the release
 # the real-kubelet tests run; tests/realcluster/test_kubelet_schema.py compares it with the
-# real Go types (tools/kubernetes/kubeletschema) and the test host's kubelet stand-in checks the
-# same field types.
+# real Go types (tools/kubernetes/kubeletschema).
 SCHEMA_KUBELET_VERSION = "1.37"
 SUPPORTED_KUBELET_VERSIONS = ("1.30", "1.31", "1.32", "1.33", "1.34", "1.35", "1.36", "1.37")
 DEFAULT_KUBELET_VERSION = SUPPORTED_KUBELET_VERSIONS[0]

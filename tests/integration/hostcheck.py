@@ -1,10 +1,8 @@
-"""Reads what matters on the test host: cpusets, unit state, the kubelet stand-in's record."""
+"""Reads what matters on the test host: cpusets, unit state, processes and their cgroups."""
 
 from __future__ import annotations
 
-import json
 import shlex
-import time
 
 q = shlex.quote
 
@@ -42,22 +40,6 @@ class HostView:
 
     def cgroup_of(self, pid: int) -> str:
         return self.sh(f"cat /proc/{int(pid)}/cgroup").split("::", 1)[1]
-
-    def kubelet_record(self, numa: int, timeout: float = 90.0) -> dict:
-        """What the running kubelet@numa<N> stand-in recorded. The unit is Type=simple, so
-        `systemctl restart` returns before the new process has written its record: wait for the
-        record of the unit's current main process."""
-        unit, path = f"kubelet@numa{numa}.service", f"/var/lib/kubelet-numa{numa}/standin-record.json"
-        deadline = time.monotonic() + timeout
-        while True:
-            main_pid = self.main_pid(unit)
-            text = self.host.run(f"cat {q(path)}", check=False).stdout
-            record = json.loads(text) if text.strip() else {}
-            if main_pid and record.get("pid") == main_pid:
-                return record
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{path}: no record of {unit}'s main process {main_pid} after {timeout}s")
-            time.sleep(1)
 
     def runtime_control_dropins(self) -> str:
         """What `systemctl set-property --runtime` left under /run (empty when nothing)."""

@@ -17,7 +17,7 @@ import pytest
 from tests.integration.conftest import TIMINGS
 from tests.integration.engine import CommandFailed, Engine
 from tests.integration.hostcheck import HostView
-from tests.integration.realkubelet import ANONYMOUS_ACCESS, GUEST_KUBELET, running_kubelet
+from tests.integration.realkubelet import ANONYMOUS_ACCESS, GUEST_KUBELET, kubelet_journal, running_kubelet, wait_for
 from tests.program.harness import load_stack_file
 
 pytestmark = pytest.mark.realtools("kubernetes")  # the kubelet: built by tools/build.sh
@@ -120,21 +120,30 @@ def test_pod_volumes_reach_containerd_while_device_plugin_sockets_stay_private(d
     containerd = view.main_pid("containerd@numa0.service")
     volume = "/var/lib/kubelet-numa0/pods/probe/volumes/token"
     view.sh(
-        f"mkdir -p {volume} && nsenter -t {kubelet} -m sh -c "
-        f"'mount -t tmpfs tmpfs {volume} && echo secret > {volume}/token && touch /var/lib/kubelet/device-plugins/kubelet.sock'"
+        f"mkdir -p {volume} && nsenter -t {kubelet} -m sh -c 'mount -t tmpfs tmpfs {volume} && echo secret > {volume}/token'"
     )
     try:
         # A projected volume the kubelet mounts is what containerd bind-mounts into the container.
         assert view.sh(f"nsenter -t {containerd} -m cat {volume}/token") == "secret"
         assert view.sh(f"cat {volume}/token") == "secret"
-        assert view.sh("ls -A /var/lib/kubelet/device-plugins") == ""
-        assert view.sh("ls -A /var/lib/kubelet-numa0/device-plugins") == "kubelet.sock"
-        other = view.main_pid("kubelet@numa1.service")
-        assert view.sh(f"nsenter -t {other} -m ls -A /var/lib/kubelet/device-plugins") == ""
     finally:
-        view.sh(
-            f"umount {volume}; rm -rf /var/lib/kubelet-numa0/pods/probe /var/lib/kubelet-numa0/device-plugins/kubelet.sock"
+        view.sh(f"umount {volume}; rm -rf /var/lib/kubelet-numa0/pods/probe")
+    # Each kubelet serves device plugins its own registration socket, at the path plugins know,
+    # in its private directory: the host's stays empty, and the two are different sockets.
+    sockets = {}
+    for numa in (0, 1):
+        pid = view.main_pid(f"kubelet@numa{numa}.service")
+        in_kubelet = f"nsenter -t {pid} -m stat -c '%F %i' /var/lib/kubelet/device-plugins/kubelet.sock"
+        sockets[numa] = wait_for(
+            f"kubelet@numa{numa}'s device plugin registration socket",
+            lambda command=in_kubelet: view.host.run(command, check=False).stdout.strip(),
+            60,
+            lambda n=numa: kubelet_journal(view, n),
         )
+        assert sockets[numa] == view.sh(f"stat -c '%F %i' /var/lib/kubelet-numa{numa}/device-plugins/kubelet.sock")
+        assert sockets[numa].startswith("socket ")
+    assert sockets[0] != sockets[1]
+    assert view.sh("ls -A /var/lib/kubelet/device-plugins 2>/dev/null || true") == ""
 
 
 def test_second_apply_runs_nothing_and_rerunning_every_script_restarts_nothing(deployment):

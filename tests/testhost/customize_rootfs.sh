@@ -1,8 +1,8 @@
 #!/bin/sh
 # Turns a freshly bootstrapped Debian root filesystem into the test host.
 # Run by mmdebstrap as a customize hook: $1 is the root filesystem, $2 a
-# directory prepared by image.py holding the generated keys, the kubelet
-# stand-in and one-item-per-line lists of units (see recipe.py).
+# directory prepared by image.py holding the generated keys, the CRI test
+# client and one-item-per-line lists of units (see recipe.py).
 set -eu
 
 root="$1"
@@ -58,9 +58,6 @@ MaxStartups 64:30:128
 EOF
 # No usable password for root ('*' matches no password): key login only.
 in_root usermod --password '*' root
-
-# --- the kubelet stand-in -------------------------------------------------
-install -m 755 "$inputs/kubelet" "$root/usr/bin/kubelet"
 
 # --- the CRI test client and its container images (tests/cri) -------------
 sh "$inputs/cri/install_in_testhost.sh" "$root" "$inputs/cri"

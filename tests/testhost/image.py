@@ -33,7 +33,6 @@ REPO_ROOT = PACKAGE_DIR.parents[1]
 DEFAULT_CACHE_DIR = REPO_ROOT / ".testhost"
 
 CUSTOMIZE_SCRIPT = PACKAGE_DIR / "customize_rootfs.sh"
-KUBELET_STANDIN = PACKAGE_DIR / "kubelet_standin.py"
 # The CRI test client and its images are built into the image (tests/cri/install_in_testhost.sh).
 CRI_CLIENT_DIR = REPO_ROOT / "tests" / "cri"
 CRI_CLIENT_FILES = tuple(
@@ -46,7 +45,7 @@ CRI_CLIENT_FILES = tuple(
         "build_test_images.py",
     )
 )
-RECIPE_FILES = (PACKAGE_DIR / "recipe.py", CUSTOMIZE_SCRIPT, KUBELET_STANDIN, *CRI_CLIENT_FILES)
+RECIPE_FILES = (PACKAGE_DIR / "recipe.py", CUSTOMIZE_SCRIPT, *CRI_CLIENT_FILES)
 
 CLIENT_KEY_NAME = "id_ed25519"
 MANIFEST_NAME = "manifest.json"
@@ -167,7 +166,6 @@ def _prepare_inputs(inputs: Path, client_public_key: str) -> str:
     inputs.mkdir()
     host_key_line = write_ed25519_key_pair(inputs / "ssh_host_ed25519_key", comment=f"root@{recipe.HOSTNAME}")
     (inputs / "authorized_keys").write_text(client_public_key + "\n")
-    shutil.copyfile(KUBELET_STANDIN, inputs / "kubelet")
     (inputs / "hostname").write_text(recipe.HOSTNAME + "\n")
     (inputs / "machine-id").write_text(uuid.uuid4().hex + "\n")
     (inputs / "masked-units").write_text("\n".join(recipe.MASKED_UNITS) + "\n")

@@ -1,8 +1,8 @@
 """What goes into the test host image.
 
 Everything that decides the content of the image lives here, in
-customize_rootfs.sh and in kubelet_standin.py; the cache key of a built image
-is a hash of these three files (see image.py), so editing any of them
+customize_rootfs.sh and in the CRI test client's files (tests/cri); the cache
+key of a built image is a hash of these files (see image.py), so editing any of them
 rebuilds the image on next use while the build procedure itself can be
 refactored without invalidating caches.
 """
@@ -105,9 +105,8 @@ PACKAGES = (
     "python3-pkg-resources",  # grpc_tools.protoc imports it
     # the test container images are made of busybox (tests/cri/build_test_images.py)
     "busybox-static",
-    # the kubelet stand-in is a Python script
+    # the tests' probes in the guest (healthz, /configz) are Python scripts
     "python3-minimal",
-    "python3-yaml",
 )
 
 HOSTNAME = "numa-testhost"

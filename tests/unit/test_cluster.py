@@ -280,18 +280,3 @@ def test_journal_command_names_the_host_and_unit():
     assert cluster.journal_command(host, host.kubelets[1]) == (
         "ssh -p 2222 deploy@192.0.2.10 journalctl -u kubelet@numa1.service -n 100 --no-pager"
     )
-
-
-def test_the_kubelet_stand_in_accepts_a_joining_kubelets_configuration_and_flags():
-    """The stand-in on the test host checks fields and flags as kubelet 1.30 parses them."""
-    from tests.testhost import kubelet_standin as standin
-
-    taints = [{"key": "tenant", "value": "a", "effect": "NoSchedule"}, {"key": "gpu", "effect": "NoExecute"}]
-    config = with_cluster(origin_config(hosts=[origin_host(kubelets=[{"numaNode": 1, "taints": taints}])]))
-    config["cluster"]["servingCertificates"] = "bootstrap"
-    plan = plan_of(config)
-    [kubelet] = plan.kubelets
-    document = standin.load_config(kubelet_config(kubelet, plan.cluster).content)
-    document = standin.merge_dropin(document, {"systemReserved": {"cpu": "4", "memory": "1Gi"}})
-    assert standin.validate_config(document) == []
-    assert standin._flag_value_problems(standin.parse_flags(kubelet_arguments(kubelet, plan.cluster))) == []

@@ -8,10 +8,8 @@ import pytest
 import yaml
 
 from numa_kubelets import kubelet_config as kc
-from numa_kubelets import reservations as r
 from numa_kubelets.render import kubelet_config
 from numa_kubelets.scripts import kubelet_binaries, kubelet_scripts, kubelet_version_check, preflight_scripts
-from tests.testhost import kubelet_standin as standin
 from tests.unit.builders import origin_config, origin_host, plan_of
 from tests.unit.test_scripts import tool
 
@@ -57,19 +55,6 @@ def test_static_cpu_manager_reserves_every_online_cpu_outside_the_slice():
     assert rendered(plan, 0)["reservedSystemCPUs"] == "0,4-7"
     assert rendered(plan, 1)["reservedSystemCPUs"] == "0-4"
     assert plan.kubelets[0].settings.cpu_manager_identity == "static reservedSystemCPUs=0,4-7"
-
-
-def test_the_rendered_config_with_the_hosts_dropin_passes_the_kubelets_checks():
-    """What the test host's kubelet stand-in checks at start, on the test host's memory shape."""
-    plan = plan_of(origin_config(kubeletConfig=MANAGERS))
-    facts = [r.NodeMemory(0, 1000060, ((2048, 0),)), r.NodeMemory(1, 1032104, ((2048, 64),))]
-    for index, kubelet in enumerate(plan.kubelets):
-        extra = kubelet.settings.memory_reserved_on_own_node_bytes
-        reservation = r.memory_reservation(2032164, facts, kubelet.numa_node, extra)
-        merged = standin.merge_dropin(rendered(plan, index), r.reservation_dropin(kubelet.reserved_cpus, reservation))
-        assert standin.validate_config(merged) == []
-        assert standin.manager_problems(merged, set(range(8)), [0, 1]) == []
-        assert standin.state_file_problems(merged, *standin.new_state_files(merged).values()) == []
 
 
 def test_strict_cpu_reservation_is_added_where_the_declared_kubelet_has_it():
@@ -137,13 +122,6 @@ def test_the_preflight_checks_the_hosts_kubelet_is_at_least_the_declared_version
     assert "'/usr/bin/kubelet' --version" in script or "/usr/bin/kubelet --version" in script
     assert '[ "$kubelet_minor" -lt 33 ]' in script
     assert "older than its kubeletVersion 1.33" in script
-
-
-def test_the_schema_is_the_one_the_stand_in_checks():
-    assert set(kc.KUBELET_FIELDS) == set(standin.FIELD_TYPES)
-    assert set(kc.CPU_MANAGER_OPTIONS.options) == set(standin.CPU_MANAGER_OPTIONS)
-    assert set(kc.TOPOLOGY_MANAGER_OPTIONS.options) == set(standin.TOPOLOGY_MANAGER_OPTIONS)
-    assert kc.SUPPORTED_KUBELET_VERSIONS[-1] == kc.SCHEMA_KUBELET_VERSION
 
 
 @pytest.mark.parametrize(
