@@ -4,8 +4,9 @@
 # emulated hosts keep their pace; the build takes the CPU time the tests leave idle). The tests
 # that need no built program run first; those marked `realtools(family)` follow in the order the
 # build finishes the families, each waiting for the programs it asks for (tests/realtools.py).
-# On a fresh machine the build takes about 35 minutes alone (71 beside the tests); on one that
-# built before, seconds.
+# Every real-host scenario runs the real kubelet, so on a fresh machine the kubernetes family
+# builds nearly alone first (about 15 minutes); the whole build takes about 35 minutes alone, and
+# far longer beside the emulated hosts. On a machine that built before, seconds.
 #
 #   tests/run.sh                 every tier
 #   tests/run.sh -x -k cluster   pytest arguments
