@@ -97,6 +97,18 @@ def configz(view: HostView, port: int, netns: str | None = None) -> dict[str, An
     return json.loads(view.sh(in_netns(netns, script)))["kubeletconfig"]
 
 
+def healthz(view: HostView, port: int, netns: str | None = None) -> str:
+    """What the kubelet's healthz endpoint on 127.0.0.1:`port` answers ("ok"), in network
+    namespace `netns` or the host's; "" while nothing answers."""
+    script = (
+        "python3 -c 'import sys, urllib.request; "
+        'print(urllib.request.urlopen("http://127.0.0.1:" + sys.argv[1] + "/healthz", timeout=5).read().decode())'
+        f"' {int(port)}"
+    )
+    result = view.host.run(in_netns(netns, script), check=False)
+    return result.stdout.strip() if result.rc == 0 else ""
+
+
 def in_netns(netns: str | None, script: str) -> str:
     return script if netns is None else f"ip netns exec {q(netns)} {script}"
 

@@ -17,7 +17,14 @@ import pytest
 from tests.integration.conftest import TIMINGS
 from tests.integration.engine import CommandFailed, Engine
 from tests.integration.hostcheck import HostView
-from tests.integration.realkubelet import ANONYMOUS_ACCESS, GUEST_KUBELET, kubelet_journal, running_kubelet, wait_for
+from tests.integration.realkubelet import (
+    ANONYMOUS_ACCESS,
+    GUEST_KUBELET,
+    healthz,
+    kubelet_journal,
+    running_kubelet,
+    wait_for,
+)
 from tests.program.harness import load_stack_file
 
 pytestmark = pytest.mark.realtools("kubernetes")  # the kubelet: built by tools/build.sh
@@ -86,7 +93,7 @@ def test_apply_confines_every_slice_unit_and_process(deployment, stopwatch):
 
 def test_kubelets_got_their_own_flags_config_and_credentials(deployment):
     view = deployment["view"]
-    for numa, port, healthz, colour in ((0, 10250, 10248, "red"), (1, 10350, 10348, "blue")):
+    for numa, port, healthz_port, colour in ((0, 10250, 10248, "red"), (1, 10350, 10348, "blue")):
         record = running_kubelet(view, numa, port)
         flags, config = record["flags"], record["config"]
         assert flags["hostname-override"] == f"numa-a-numa{numa}"
@@ -98,19 +105,14 @@ def test_kubelets_got_their_own_flags_config_and_credentials(deployment):
             f"numa-kubelets.io/numa-node={numa}",
         }
         # /configz leaves out what is zero (readOnlyPort 0: no read-only port).
-        assert (config["port"], config["healthzPort"], config.get("readOnlyPort", 0)) == (port, healthz, 0)
+        assert (config["port"], config["healthzPort"], config.get("readOnlyPort", 0)) == (port, healthz_port, 0)
         assert config["cgroupRoot"] == f"/numa{numa}" and config["maxPods"] == 1
         assert config["containerRuntimeEndpoint"] == f"unix:///run/containerd-numa{numa}/containerd.sock"
         # The reservation drop-in: CPUs outside the slice from the plan, memory of the other node.
         assert config["systemReserved"]["cpu"] == "5"
         assert config["systemReserved"]["memory"].endswith("Ki") and int(config["systemReserved"]["memory"][:-2]) > 0
         assert view.process_status(record["pid"])["Cpus_allowed_list"] == ("1-3" if numa == 0 else "5-7")
-        assert (
-            view.sh(
-                f"python3 -c \"import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:{healthz}/healthz').read().decode())\""
-            )
-            == "ok"
-        )
+        assert healthz(view, healthz_port) == "ok"
 
 
 def test_pod_volumes_reach_containerd_while_device_plugin_sockets_stay_private(deployment):

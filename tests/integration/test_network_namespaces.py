@@ -32,6 +32,7 @@ from tests.integration.realkubelet import (
     ANONYMOUS_ACCESS,
     GUEST_KUBELET,
     POD_START_TIMEOUT,
+    healthz,
     kubelet_journal,
     running_kubelet,
     wait_for,
@@ -197,8 +198,7 @@ def test_apply_puts_each_kubelet_and_its_containerd_in_its_own_namespace(namespa
         record = running_kubelet(view, numa, 10250, netns=f"numa{numa}")
         assert (record["config"]["port"], record["config"]["healthzPort"]) == (10250, 10248)
         assert record["flags"]["node-ip"] == ADDRESSES[numa].split("/")[0]
-        healthz = "python3 -c \"import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:10248/healthz').read().decode())\""
-        assert in_namespace(view, numa, healthz).stdout.strip() == "ok"
+        assert healthz(view, 10248, netns=f"numa{numa}") == "ok"
     # Both kubelets on 10250 at once, neither in the host's namespace.
     assert view.host.run("bash -c '</dev/tcp/127.0.0.1/10248'", check=False).rc != 0
     namespaced["ticker"].assert_alive("the first apply")

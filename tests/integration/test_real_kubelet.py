@@ -48,6 +48,7 @@ from tests.integration.realkubelet import (
     POD_START_TIMEOUT,
     check_preflight_report,
     configz,
+    healthz,
     install_real_kubelet,
     kubelet_journal,
     wait_for,
@@ -122,16 +123,6 @@ def static_pod_manifest() -> str:
         },
     }
     return yaml.safe_dump(pod, sort_keys=False)
-
-
-def healthz(view: HostView, port: int) -> str:
-    script = (
-        "python3 -c 'import sys, urllib.request; "
-        'print(urllib.request.urlopen("http://127.0.0.1:" + sys.argv[1] + "/healthz", timeout=5).read().decode())'
-        f"' {port}"
-    )
-    result = view.host.run(script, check=False)
-    return result.stdout.strip() if result.rc == 0 else ""
 
 
 def static_pod_sandbox(cri: CriTestClient, numa: int) -> dict[str, Any] | None:
