@@ -25,7 +25,7 @@ class ToolMissing(AssertionError):
 # they agree). Under tests/run.sh the build runs beside the tests, so the tests that need a
 # family are ordered by it (`pytest.mark.realtools(family)`, the last family they need) and
 # wait in `wait_until_built` for what is not there yet.
-BUILD_ORDER = ("kubernetes", "etcd", "kubelet_previous", "pulumi", "pulumi_kubernetes")
+BUILD_ORDER = ("kubelet", "kubernetes", "etcd", "kubelet_previous", "pulumi", "pulumi_kubernetes")
 # What tools/build.sh has finished in this run, one program name per line; and, once it ended,
 # its exit code and duration (written by tests/run.sh).
 READY_LIST = REPO / ".tools" / "ready"
@@ -34,9 +34,21 @@ BUILD_EXIT = REPO / ".tools" / "build.exit"
 WAITED: dict[str, float] = {}
 
 
+BUILD_SCRIPT = REPO / "tools" / "build.sh"
+
+
+def announced_programs(script: Path = BUILD_SCRIPT) -> frozenset[str]:
+    """The program names tools/build.sh lists as built (its `ready NAME...` lines)."""
+    lines = re.findall(r"^\s*ready (.+)$", script.read_text(), re.MULTILINE)
+    return frozenset(name for line in lines for name in line.split())
+
+
 def wait_until_built(name: str) -> None:
     """Returns once tools/build.sh has built `name` or ended, when tests/run.sh runs it beside
-    the tests (NUMA_KUBELETS_TOOLS_BUILDING); at once otherwise. A failed build fails here."""
+    the tests (NUMA_KUBELETS_TOOLS_BUILDING); at once otherwise. A failed build fails here, and
+    so does a name the build never lists (it would wait for the whole build, then fail)."""
+    if name not in (announced := announced_programs()):
+        raise ToolMissing(f"tools/build.sh builds no program {name!r}; it lists: {', '.join(sorted(announced))}")
     if not os.environ.get("NUMA_KUBELETS_TOOLS_BUILDING"):
         return
     started = time.monotonic()

@@ -43,8 +43,8 @@ def shared_libraries(binary: str) -> list[str]:
 
 
 def kube_proxy_layer(kube_proxy: Path, layer_file: Path) -> None:
-    """kube-proxy at /usr/local/bin (the multi-call binary dispatches on that name), `nft` and its
-    libraries at the paths the loader looks them up under, and the directories runc mounts over."""
+    """kube-proxy at /usr/local/bin, `nft` and its libraries at the paths the loader looks them
+    up under, and the directories runc mounts over."""
     files = {"usr/local/bin/kube-proxy": kube_proxy, NFT.lstrip("/"): Path(NFT)}
     for library in shared_libraries(NFT):
         files[library.lstrip("/")] = Path(library)

@@ -34,14 +34,14 @@ def stopwatch():
 @pytest.fixture(scope="session")
 def origin_kubelet(request):
     """The built kubelet at GUEST_KUBELET on the shared origin machine (`numa_host`), for each
-    module that runs it there: copied once (about 40 s), removed at the end of the session. Its
+    module that runs it there: copied once (about 15 s), removed at the end of the session. Its
     version."""
     # Imported here: realkubelet imports this module's Stopwatch.
     from tests.integration.hostcheck import HostView
-    from tests.integration.realkubelet import GUEST_KUBELET, install_real_kubelet
+    from tests.integration.realkubelet import GUEST_KUBELET, install_built_program
 
     host = request.getfixturevalue("numa_host")
-    version = install_real_kubelet(HostView(host))
+    version = install_built_program(HostView(host))
     yield version
     host.run(f"rm -f {GUEST_KUBELET}", check=False)
 

@@ -16,7 +16,7 @@ from tests.realcluster.controlplane import tool
 
 q = shlex.quote
 
-# Not the image's /usr/bin/kubelet: the stand-in stays there for the other scenarios.
+# The test stacks' kubeletPath (the host image has no kubelet of its own).
 GUEST_KUBELET = "/usr/local/bin/kubelet"
 # The previous minor's kubelet (tools/kubelet-previous), which the rolling upgrade starts from.
 GUEST_KUBELET_PREVIOUS = "/usr/local/bin/kubelet-previous"
@@ -27,11 +27,12 @@ KUBELET_START_TIMEOUT = 240.0
 POD_START_TIMEOUT = 300.0
 
 
-def install_real_kubelet(view: HostView, name: str = "kubelet", guest_path: str = GUEST_KUBELET) -> str:
-    """Copy the built kubelet `name` into the guest at `guest_path` (atomically); returns its version."""
+def install_built_program(view: HostView, name: str = "kubelet", guest_path: str = GUEST_KUBELET) -> str:
+    """Copy the built program `name` (a kubelet, kube-proxy) into the guest at `guest_path`
+    (atomically); returns its version."""
     binary = tool(name)
     version = subprocess.run([binary, "--version"], capture_output=True, text=True, check=True).stdout.strip()
-    with Stopwatch(f"real kubelet: copy the {binary.stat().st_size >> 20} MB {name} into the guest over SSH"):
+    with Stopwatch(f"copy the {binary.stat().st_size >> 20} MB {name} into the guest over SSH"):
         view.host.run(
             f"mkdir -p {q(guest_path.rsplit('/', 1)[0])} && cat > {q(guest_path)}.tmp && "
             f"chmod 0755 {q(guest_path)}.tmp && mv -f {q(guest_path)}.tmp {q(guest_path)}",

@@ -27,7 +27,7 @@ from tests.integration.realkubelet import (
 )
 from tests.program.harness import load_stack_file
 
-pytestmark = pytest.mark.realtools("kubernetes")  # the kubelet: built by tools/build.sh
+pytestmark = pytest.mark.realtools("kubelet")  # the kubelet: built by tools/build.sh
 
 UNITS = ("containerd@numa0.service", "kubelet@numa0.service", "containerd@numa1.service", "kubelet@numa1.service")
 CREATED_PATHS = (

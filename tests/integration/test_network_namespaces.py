@@ -41,7 +41,7 @@ from tests.integration.realkubelet import (
 from tests.integration.test_lifecycle import stack_for
 from tests.testhost.ssh import SshSession
 
-pytestmark = pytest.mark.realtools("kubernetes")  # the kubelet: built by tools/build.sh
+pytestmark = pytest.mark.realtools("kubelet")  # the kubelet: built by tools/build.sh
 
 q = shlex.quote
 ADDRESSES = {0: "10.0.2.21/24", 1: "10.0.2.22/24"}

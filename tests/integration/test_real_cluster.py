@@ -58,7 +58,7 @@ from tests.integration.realkubelet import (
     GUEST_KUBELET_PREVIOUS,
     POD_START_TIMEOUT,
     check_preflight_report,
-    install_real_kubelet,
+    install_built_program,
     kubelet_journal,
     wait_for,
     write_atomically,
@@ -158,7 +158,7 @@ def joined(numa_host, origin_kubelet, control_plane: ControlPlane):
     core = kube_client.CoreV1Api(admin_api)
     # The kubelets start on the previous minor; the rolling upgrade takes them to this one's.
     newer = origin_kubelet
-    version = install_real_kubelet(view, "kubelet-previous", GUEST_KUBELET_PREVIOUS)
+    version = install_built_program(view, "kubelet-previous", GUEST_KUBELET_PREVIOUS)
     token = create_managed_token(admin_api, TOKEN_ID, TOKEN_SECRET, STACK)
 
     config = namespace_stack(host, parent_interface(view))
@@ -670,9 +670,11 @@ def test_kube_proxy_runs_once_per_numa_node_in_its_namespace_and_a_service_answe
     host, view, core, plan = joined["host"], joined["view"], joined["core"], joined["plan"]
     view.sh(f"echo br_netfilter > {BR_NETFILTER_CONF} && modprobe br_netfilter")
     route_pod_networks(joined)
+    guest_kube_proxy = f"{GUEST_IMAGE_DIR}/kube-proxy"
+    assert install_built_program(view, "kube-proxy", guest_kube_proxy) == joined["newer_version"]
     with stopwatch("real cluster: kube-proxy image built in the guest and imported into both instances"):
         host.run(
-            f"python3 - {q(GUEST_KUBELET)} {q(GUEST_IMAGE_DIR)}",
+            f"python3 - {q(guest_kube_proxy)} {q(GUEST_IMAGE_DIR)}",
             stdin=Path(kube_proxy_image.__file__).read_bytes(),
         )
         for kubelet in plan.kubelets:

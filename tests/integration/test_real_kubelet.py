@@ -49,7 +49,7 @@ from tests.integration.realkubelet import (
     check_preflight_report,
     configz,
     healthz,
-    install_real_kubelet,
+    install_built_program,
     kubelet_journal,
     wait_for,
     write_atomically,
@@ -58,7 +58,7 @@ from tests.testhost import recipe
 from tests.testhost.fixtures import STANDALONE_SUITES
 from tests.testhost.topology import format_cpulist
 
-pytestmark = pytest.mark.realtools("kubernetes")  # the kubelet: built by tools/build.sh
+pytestmark = pytest.mark.realtools("kubelet")  # the kubelet: built by tools/build.sh
 
 q = shlex.quote
 
@@ -174,7 +174,7 @@ def real(request, boot_testhost):
     cpulists = "for node in $(ls -d /sys/devices/system/node/node[0-9]* | sort -V); do cat $node/cpulist; done"
     assert view.sh(cpulists).split() == ["0,3,6", "1,4,7", "2,5"]
     assert view.sh("numactl --hardware | head -1") == "available: 3 nodes (0-2)"
-    version = install_real_kubelet(view)
+    version = install_built_program(view)
 
     config = standalone_stack(host)
     host.run(

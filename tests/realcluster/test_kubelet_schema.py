@@ -19,7 +19,7 @@ from numa_kubelets import feature_gates as fg
 from numa_kubelets import kubelet_config as kc
 from tests.realcluster.controlplane import tool
 
-pytestmark = pytest.mark.realtools("kubernetes")  # kubelet-schema: built by tools/build.sh
+pytestmark = pytest.mark.realtools("kubelet")  # kubelet-schema: built by tools/build.sh
 
 # component-base's logging `options` hold one object per registered log format (json, text):
 # the core leaves them open (MapOf(ANY)) and lets the kubelet judge them.
