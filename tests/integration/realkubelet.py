@@ -7,7 +7,8 @@ import json
 import shlex
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from tests.integration.conftest import Stopwatch
@@ -71,6 +72,27 @@ def write_atomically(view: HostView, path: str, content: str) -> None:
     directory, name = path.rsplit("/", 1)
     temporary = f"{directory}/.{name}.tmp"
     view.host.run(f"mkdir -p {q(directory)} && cat > {q(temporary)} && mv -f {q(temporary)} {q(path)}", stdin=content)
+
+
+@contextmanager
+def pod_volume_mounted_by_the_kubelet(view: HostView, numa: int, content: str) -> Iterator[str]:
+    """A tmpfs holding a file `content`, mounted from the running kubelet's mount namespace under
+    its pods directory, as it mounts a pod's projected volume; yields the file's path. A running
+    kubelet removes the directories of pods it does not know (its housekeeping, every 2 s), so the
+    directory is made in the command that mounts it, again until the mount holds (it leaves a
+    mount point alone)."""
+    kubelet = view.main_pid(f"kubelet@numa{numa}.service")
+    pod_dir = f"/var/lib/kubelet-numa{numa}/pods/probe"
+    volume = f"{pod_dir}/volumes/token"
+    mount = (
+        f"for attempt in 1 2 3 4 5; do mkdir -p {q(volume)} && mount -t tmpfs tmpfs {q(volume)} && break; sleep 1; done; "
+        f"mountpoint -q {q(volume)} && cat > {q(volume)}/token"
+    )
+    view.host.run(f"nsenter -t {kubelet} -m sh -c {q(mount)}", stdin=content)
+    try:
+        yield f"{volume}/token"
+    finally:
+        view.sh(f"umount {q(volume)}; rm -rf {q(pod_dir)}")
 
 
 def check_preflight_report(host: Any, preflight_script: str, suite: str) -> str:

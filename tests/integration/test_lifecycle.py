@@ -22,6 +22,7 @@ from tests.integration.realkubelet import (
     GUEST_KUBELET,
     healthz,
     kubelet_journal,
+    pod_volume_mounted_by_the_kubelet,
     running_kubelet,
     wait_for,
 )
@@ -118,18 +119,11 @@ def test_kubelets_got_their_own_flags_config_and_credentials(deployment):
 def test_pod_volumes_reach_containerd_while_device_plugin_sockets_stay_private(deployment):
     """What the kubelet needs of its mount namespace, exercised from the running kubelet's."""
     view = deployment["view"]
-    kubelet = view.main_pid("kubelet@numa0.service")
     containerd = view.main_pid("containerd@numa0.service")
-    volume = "/var/lib/kubelet-numa0/pods/probe/volumes/token"
-    view.sh(
-        f"mkdir -p {volume} && nsenter -t {kubelet} -m sh -c 'mount -t tmpfs tmpfs {volume} && echo secret > {volume}/token'"
-    )
-    try:
+    with pod_volume_mounted_by_the_kubelet(view, 0, "secret") as token:
         # A projected volume the kubelet mounts is what containerd bind-mounts into the container.
-        assert view.sh(f"nsenter -t {containerd} -m cat {volume}/token") == "secret"
-        assert view.sh(f"cat {volume}/token") == "secret"
-    finally:
-        view.sh(f"umount {volume}; rm -rf /var/lib/kubelet-numa0/pods/probe")
+        assert view.sh(f"nsenter -t {containerd} -m cat {token}") == "secret"
+        assert view.sh(f"cat {token}") == "secret"
     # Each kubelet serves device plugins its own registration socket, at the path plugins know,
     # in its private directory: the host's stays empty, and the two are different sockets.
     sockets = {}

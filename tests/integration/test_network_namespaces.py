@@ -34,6 +34,7 @@ from tests.integration.realkubelet import (
     POD_START_TIMEOUT,
     healthz,
     kubelet_journal,
+    pod_volume_mounted_by_the_kubelet,
     running_kubelet,
     wait_for,
     write_atomically,
@@ -309,15 +310,9 @@ def test_a_host_network_static_pod_of_each_kubelet_lives_in_its_namespace(namesp
 
 def test_kubelet_volume_mounts_still_reach_containerd(namespaced):
     view = namespaced["view"]
-    kubelet, containerd = view.main_pid("kubelet@numa1.service"), view.main_pid("containerd@numa1.service")
-    volume = "/var/lib/kubelet-numa1/pods/probe/volumes/token"
-    view.sh(
-        f"mkdir -p {volume} && nsenter -t {kubelet} -m sh -c 'mount -t tmpfs tmpfs {volume} && echo s > {volume}/t'"
-    )
-    try:
-        assert view.sh(f"nsenter -t {containerd} -m cat {volume}/t") == "s"
-    finally:
-        view.sh(f"umount {volume}; rm -rf /var/lib/kubelet-numa1/pods/probe")
+    containerd = view.main_pid("containerd@numa1.service")
+    with pod_volume_mounted_by_the_kubelet(view, 1, "secret") as token:
+        assert view.sh(f"nsenter -t {containerd} -m cat {token}") == "secret"
 
 
 def test_reapply_runs_and_restarts_nothing(namespaced):
