@@ -27,13 +27,11 @@ class ToolMissing(AssertionError):
 # wait in `wait_until_built` for what is not there yet.
 BUILD_ORDER = ("kubelet", "kubernetes", "etcd", "kubelet_previous", "pulumi", "pulumi_kubernetes")
 # What tools/build.sh has finished in this run, one program name per line; and, once it ended,
-# its exit code and duration (written by tests/run.sh).
+# its exit code and duration (both written beside it by tools/build-in-background.sh).
 READY_LIST = REPO / ".tools" / "ready"
 BUILD_EXIT = REPO / ".tools" / "build.exit"
 # Seconds the tests spent waiting for the build, per program (reported at the end of a run).
 WAITED: dict[str, float] = {}
-
-
 BUILD_SCRIPT = REPO / "tools" / "build.sh"
 
 

@@ -8,7 +8,7 @@ from tests import realtools
 
 
 def test_the_build_order_is_tools_build_sh_default_order():
-    script = (realtools.REPO / "tools" / "build.sh").read_text()
+    script = realtools.BUILD_SCRIPT.read_text()
     found = re.search(r"\|\| families=\(([^)]*)\)", script)
     assert found, "tools/build.sh sets no default families"
     assert tuple(found.group(1).split()) == realtools.BUILD_ORDER

@@ -80,11 +80,13 @@ build_kubelet() {
 # The control plane as one multi-call binary, and kube-proxy on its own (it goes into an image
 # in the emulated hosts). Most of their packages are in the build cache after the kubelet.
 build_kubernetes() {
-  build kubernetes kubernetes . -ldflags "$(kubernetes_ldflags kubernetes)"
+  local ldflags
+  ldflags=$(kubernetes_ldflags kubernetes)
+  build kubernetes kubernetes . -ldflags "$ldflags"
   for program in kube-apiserver kube-controller-manager kube-scheduler; do
     link "$program" kubernetes
   done
-  build kube-proxy kubernetes k8s.io/kubernetes/cmd/kube-proxy -ldflags "$(kubernetes_ldflags kubernetes)"
+  build kube-proxy kubernetes k8s.io/kubernetes/cmd/kube-proxy -ldflags "$ldflags"
   ready kubernetes kube-apiserver kube-controller-manager kube-scheduler kube-proxy
 }
 
