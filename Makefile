@@ -19,9 +19,11 @@ tools:
 test:
 	PYTHON=$(PYTHON) bash tests/run.sh
 
-# Boots the emulated origin machine on 127.0.0.1:2222, where Pulumi.dev.yaml points.
+# Boots the emulated origin machine on 127.0.0.1:2222, where Pulumi.dev.yaml points, with the
+# kubelet built here (seconds when built before) at the dev stack's kubeletPath.
 testhost:
-	$(PYTHON) -m tests.testhost boot --port 2222
+	bash tools/build.sh kubelet
+	$(PYTHON) -m tests.testhost boot --port 2222 --kubelet .tools/bin/kubelet
 
 testhost-stop:
 	$(PYTHON) -m tests.testhost stop

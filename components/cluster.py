@@ -46,8 +46,8 @@ class ClusterJoin(pulumi.ComponentResource):
         self.preflight = ClusterPreflight(
             f"{name}-preflight",
             {
-                "server": plan.server,
-                "caCert": plan.ca_cert,
+                # No cluster.server nor caCert: the checks go to the credential's address (the
+                # hosts' preflights check theirs), so a change of those is no reason to re-run.
                 "bootstrapToken": pulumi.Output.secret(token),
                 "kubeconfig": pulumi.Output.secret(kubeconfig) if kubeconfig is not None else None,
                 "stackRights": [dataclasses.asdict(right) for right in cluster.stack_rights(plan)],

@@ -7,14 +7,20 @@
 - Without cluster.dns: the kube-system/kube-dns Service the kubelets' clusterDNS comes from
   exists and has a clusterIP (otherwise the error names the key to set).
 
-Both through SelfSubjectAccessReviews, which every authenticated user may create. A failure
-names every missing right at once. A Pulumi dynamic resource like NodeLifecycle: it runs on
-create and whenever the token or the credential changes.
+All at the address of the stack's credential (its `kubeconfig`, else the ambient KUBECONFIG),
+the one the machine running Pulumi reaches: `cluster.server` is the kubelets' address of the API
+server, often not reachable from here (an internal load balancer, a node-side VIP); each host's
+preflight checks that it reaches it with `caCert` (numa_kubelets/cluster.py). The token is
+presented alone, with the credential's TLS settings and none of its authentication.
+
+The rights through SelfSubjectAccessReviews, which every authenticated user may create. A
+failure names every missing right at once; an unreachable address, a TLS failure or an unusable
+credential is one line naming it (node_lifecycle.reported). A Pulumi dynamic resource like
+NodeLifecycle: it runs on create and whenever the token or the credential changes.
 """
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -26,12 +32,13 @@ from pulumi import dynamic
 from components.dynamic_resource import SafeDynamicResource
 from numa_kubelets import cluster
 from numa_kubelets.cluster import Right
-from numa_kubelets.plan import ClusterPlan
 
-from .node_lifecycle import NodeLifecycleError, api_failure, stack_api_client
+from .node_lifecycle import NodeLifecycleError, api_failure, credential_configuration, reported, stack_api_client
 
 UNAUTHORIZED = 401
 NOT_FOUND = 404
+# Seconds to connect and to wait for each answer: a filtered address fails the preflight soon.
+REQUEST_TIMEOUT = (10, 30)
 
 
 def allowed(api: kube_client.AuthorizationV1Api, right: Right) -> bool:
@@ -43,7 +50,7 @@ def allowed(api: kube_client.AuthorizationV1Api, right: Right) -> bool:
             resource_attributes=kube_client.V1ResourceAttributes(**review["spec"]["resourceAttributes"])
         ),
     )
-    answer = api.create_self_subject_access_review(body)
+    answer = api.create_self_subject_access_review(body, _request_timeout=REQUEST_TIMEOUT)
     return bool(answer.status is not None and answer.status.allowed)
 
 
@@ -82,18 +89,20 @@ def check_bootstrap_token(api_client: kube_client.ApiClient) -> None:
         )
 
 
-def check_cluster_dns_service(api_client: kube_client.ApiClient, plan: ClusterPlan) -> None:
-    """Fails, naming the key to set, when clusterDNS can come neither from the config nor from kube-dns."""
+def check_cluster_dns_service(api_client: kube_client.ApiClient) -> None:
+    """Without cluster.dns: fails, naming the key to set, when kube-dns cannot give the clusterDNS."""
     namespace, name = cluster.KUBE_DNS_SERVICE
     cluster_ip: str | None = None
     try:
-        service = kube_client.CoreV1Api(api_client).read_namespaced_service(name, namespace)
+        service = kube_client.CoreV1Api(api_client).read_namespaced_service(
+            name, namespace, _request_timeout=REQUEST_TIMEOUT
+        )
         cluster_ip = service.spec.cluster_ip if service.spec is not None else None
     except ApiException as error:
         if error.status != NOT_FOUND:
             raise api_failure(f"reading Service {namespace}/{name} for the kubelets' clusterDNS", error) from None
     try:
-        cluster.cluster_dns(plan, cluster_ip)
+        cluster.kube_dns_address(cluster_ip)
     except cluster.ClusterDnsUnknown as unknown:
         raise NodeLifecycleError(str(unknown)) from None
 
@@ -106,11 +115,34 @@ def token_client(server: str, ca_file: str, token: str) -> kube_client.ApiClient
     return kube_client.ApiClient(configuration)
 
 
+# What of the stack's credential the token check keeps: where and how to connect, not who it is.
+TRANSPORT_SETTINGS = ("ssl_ca_cert", "verify_ssl", "assert_hostname", "tls_server_name", "no_proxy", "proxy_headers")
+
+
+def token_client_at_credential(kubeconfig: str | None, token: str) -> kube_client.ApiClient:
+    """The bootstrap token alone, at the address and with the TLS settings of the stack's credential.
+
+    None of the credential's own authentication (client certificate, token, exec plugin) comes
+    along: the API server would authenticate the certificate first and answer for the stack's
+    user instead of the token's groups.
+    """
+    credential = credential_configuration(kubeconfig)
+    configuration = kube_client.Configuration(host=credential.host)
+    for setting in TRANSPORT_SETTINGS:
+        setattr(configuration, setting, getattr(credential, setting))
+    configuration.proxy = credential.proxy
+    configuration.api_key = {"authorization": f"Bearer {token}"}
+    return kube_client.ApiClient(configuration)
+
+
+SUBJECT = "cluster preflight"
+
+
 class ClusterPreflightProvider(dynamic.ResourceProvider):
     def __init__(
         self,
         stack_api: Callable[[str | None], kube_client.ApiClient] = stack_api_client,
-        token_api: Callable[[str, str, str], kube_client.ApiClient] = token_client,
+        token_api: Callable[[str | None, str], kube_client.ApiClient] = token_client_at_credential,
     ) -> None:
         self.stack_api = stack_api
         self.token_api = token_api
@@ -128,15 +160,14 @@ class ClusterPreflightProvider(dynamic.ResourceProvider):
         return dynamic.UpdateResult(outs=news)
 
     def _check(self, props: dict[str, Any]) -> None:
-        rights = [Right(**right) for right in props["stackRights"]]
-        stack_api = self.stack_api(props.get("kubeconfig"))
-        check_stack_credential(stack_api, rights)
-        if props.get("clusterDnsFromService"):
-            check_cluster_dns_service(stack_api, ClusterPlan(props["server"], props["caCert"]))
-        with tempfile.NamedTemporaryFile("w", suffix=".crt") as ca_file:
-            ca_file.write(props["caCert"])
-            ca_file.flush()
-            check_bootstrap_token(self.token_api(props["server"], ca_file.name, props["bootstrapToken"]))
+        kubeconfig = props.get("kubeconfig")
+        with reported(SUBJECT, kubeconfig):
+            rights = [Right(**right) for right in props["stackRights"]]
+            stack_api = self.stack_api(kubeconfig)
+            check_stack_credential(stack_api, rights)
+            if props.get("clusterDnsFromService"):
+                check_cluster_dns_service(stack_api)
+            check_bootstrap_token(self.token_api(kubeconfig, props["bootstrapToken"]))
 
 
 class ClusterPreflight(SafeDynamicResource, module="numa-kubelets", name="ClusterPreflight"):

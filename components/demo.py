@@ -25,6 +25,22 @@ def demo_namespace(namespace: str, provider: k8s.Provider) -> k8s.core.v1.Namesp
     )
 
 
+def demo_service_account(
+    namespace: str, namespace_resource: k8s.core.v1.Namespace, provider: k8s.Provider
+) -> k8s.core.v1.ServiceAccount:
+    """The pods' own ServiceAccount (DemoPod.manifest names it): the API server refuses a pod whose
+    ServiceAccount is missing, and the controller manager makes a new namespace's `default` only
+    some time after the namespace. Created after the namespace, deleted before it; Pulumi name
+    `<namespace>/numa-demo`, so another demo.namespace is another one, as the namespace is."""
+    manifest = placement.service_account_manifest(namespace)
+    return k8s.core.v1.ServiceAccount(
+        f"{namespace}/{manifest['metadata']['name']}",
+        metadata=manifest["metadata"],
+        automount_service_account_token=manifest["automountServiceAccountToken"],
+        opts=pulumi.ResourceOptions(provider=provider, depends_on=[namespace_resource]),
+    )
+
+
 @dataclass(frozen=True)
 class DemoPlacementArgs:
     pod: DemoPod
@@ -33,7 +49,7 @@ class DemoPlacementArgs:
     kubelets: StackKubelets
     connection: command.remote.ConnectionArgs
     provider: k8s.Provider
-    # The namespace and the Node the pod needs: created before it, deleted after it.
+    # The namespace, the ServiceAccount and the Node the pod needs: created before it, deleted after it.
     after: list[pulumi.Resource]
 
 
@@ -42,7 +58,9 @@ class DemoPlacement(pulumi.ComponentResource):
         super().__init__("numa-kubelets:index:DemoPlacement", name, None, opts)
         demo, plan = args.pod, args.plan
         manifest = demo.manifest()
-        # Same name, other type: the preview reads "numa-demo-<node>" for both.
+        # Same name, other type: the preview reads "numa-demo-<node>" for both. The pod's own name
+        # (metadata.name) carries a hash of its spec (DemoPod.name): a change is a replacement
+        # under another name, which pulumi-kubernetes' preview can dry-run beside the old pod.
         self.pod = k8s.core.v1.Pod(
             name,
             metadata=manifest["metadata"],
@@ -53,7 +71,9 @@ class DemoPlacement(pulumi.ComponentResource):
                 depends_on=args.after,
                 # Creation waits until the pod is scheduled and ready, as long as the config allows.
                 custom_timeouts=pulumi.CustomTimeouts(create=demo.ready_timeout, update=demo.ready_timeout),
-                # A fixed name cannot exist twice: a replacement deletes the old pod first.
+                # The old pod goes first all the same: with maxPods: 1 (the origin's kubelets) it
+                # holds the kubelet's only slot, and a new pod created beside it would stay
+                # Pending until the create timed out. The demo proves placement, not uptime.
                 delete_before_replace=True,
             ),
         )
@@ -92,14 +112,16 @@ def demo_placements(
     private_key: pulumi.Output[str] | None,
     provider: k8s.Provider,
 ) -> list[DemoPlacement]:
-    """The namespace and one DemoPlacement per pod; `node_ready` maps node names to what a pod on that
-    node waits for: its Node Ready and labelled as the stack says (the kubelet's NodePatch)."""
+    """The namespace, the pods' ServiceAccount and one DemoPlacement per pod; `node_ready` maps node
+    names to what a pod on that node waits for: its Node Ready and labelled as the stack says (the
+    kubelet's NodePatch)."""
     namespace_resource = demo_namespace(namespace, provider)
+    service_account = demo_service_account(namespace, namespace_resource, provider)
     hosts = {host.name: host for host in plan.hosts}
     stack_kubelets = StackKubelets(plan)
     return [
         DemoPlacement(
-            pod.name,
+            pod.resource_name,
             DemoPlacementArgs(
                 pod,
                 hosts[pod.kubelet.host],
@@ -107,7 +129,7 @@ def demo_placements(
                 stack_kubelets,
                 connection_for(hosts[pod.kubelet.host], private_key),
                 provider,
-                after=[namespace_resource, node_ready[pod.kubelet.node_name]],
+                after=[namespace_resource, service_account, node_ready[pod.kubelet.node_name]],
             ),
         )
         for pod in pods

@@ -20,7 +20,7 @@ import pulumi
 from pulumi import dynamic
 
 from .dynamic_resource import SafeDynamicResource
-from .node_lifecycle import NodeOperations, operations_for
+from .node_lifecycle import NodeOperations, operations_for, reported
 
 
 class NodeDrainProvider(dynamic.ResourceProvider):
@@ -38,8 +38,9 @@ class NodeDrainProvider(dynamic.ResourceProvider):
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> dynamic.UpdateResult:
         if olds.get("revision") != news["revision"]:
-            operations = self.operations(news.get("kubeconfig"))
-            operations.drain_for_restart(news["nodeName"], news["revision"], int(news["drainTimeoutSeconds"]))
+            with reported(f"draining Node {news['nodeName']}", news.get("kubeconfig")):
+                operations = self.operations(news.get("kubeconfig"))
+                operations.drain_for_restart(news["nodeName"], news["revision"], int(news["drainTimeoutSeconds"]))
         return dynamic.UpdateResult(outs=news)
 
     def delete(self, _id: str, _props: dict[str, Any]) -> None:

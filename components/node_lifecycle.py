@@ -18,18 +18,23 @@ Kubernetes client; every decision comes from `numa_kubelets.cluster`.
 from __future__ import annotations
 
 import json
+import os
+import ssl
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import pulumi
+import urllib3
 import yaml
 from kubernetes import client as kube_client
 from kubernetes import config as kube_config
 from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
 from pulumi import dynamic
 
-from components.dynamic_resource import SafeDynamicResource
+from components.dynamic_resource import ProviderError, SafeDynamicResource, plain_provider_errors
 from numa_kubelets import cluster
 from numa_kubelets.plan import Taint
 
@@ -39,7 +44,7 @@ TOO_MANY_REQUESTS = 429  # an eviction a PodDisruptionBudget refuses right now
 MERGE_PATCH = "application/merge-patch+json"
 
 
-class NodeLifecycleError(Exception):
+class NodeLifecycleError(ProviderError):
     """Fails the Pulumi operation with a message meant for the user."""
 
 
@@ -246,14 +251,96 @@ def api_failure(action: str, error: ApiException) -> NodeLifecycleError:
 REPLACE_ON_CHANGE = ("nodeName",)
 
 
-def stack_api_client(kubeconfig: str | None) -> kube_client.ApiClient:
-    """The stack's `kubeconfig` secret, else the ambient KUBECONFIG, as the Kubernetes provider does."""
-    api_client: kube_client.ApiClient
+def credential_configuration(kubeconfig: str | None) -> kube_client.Configuration:
+    """The stack's `kubeconfig` secret, else the ambient KUBECONFIG (its current context), as the
+    Kubernetes provider reads them: the address, TLS settings and authentication of the stack's
+    credential. An unusable one raises ConfigException."""
+    configuration = kube_client.Configuration()
     if kubeconfig:
-        api_client = kube_config.new_client_from_config_dict(yaml.safe_load(kubeconfig))  # type: ignore[no-untyped-call]
+        try:
+            document = yaml.safe_load(kubeconfig)
+        except yaml.YAMLError as error:
+            # Its message quotes the text around the error: a secret's. Only where it is.
+            mark = getattr(error, "problem_mark", None)
+            where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+            raise ConfigException(f"it is not valid YAML{where}") from None
+        if not isinstance(document, dict):
+            raise ConfigException("it is not a kubeconfig (a YAML mapping with clusters, users and contexts)")
+        kube_config.load_kube_config_from_dict(document, client_configuration=configuration)  # type: ignore[no-untyped-call]
     else:
-        api_client = kube_config.new_client_from_config()  # type: ignore[no-untyped-call]
-    return api_client
+        # KUBECONFIG as it is now (the client reads it once, when imported); unset: ~/.kube/config.
+        kube_config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=os.environ.get("KUBECONFIG") or None, client_configuration=configuration
+        )
+    return configuration
+
+
+def stack_api_client(kubeconfig: str | None) -> kube_client.ApiClient:
+    """A client with the stack's credential."""
+    return kube_client.ApiClient(credential_configuration(kubeconfig))
+
+
+# ---------------------------------------------------------------- errors as the user reads them
+
+
+def connection_cause(error: BaseException) -> str:
+    """Why the API server could not be reached, in a few words (urllib3 wraps the cause in layers:
+    MaxRetryError(SSLError(SSLCertVerificationError(...))), NewConnectionError from an OSError)."""
+    if isinstance(error, urllib3.exceptions.MaxRetryError) and error.reason is not None:
+        return connection_cause(error.reason)
+    if isinstance(error, urllib3.exceptions.SSLError) and error.args and isinstance(error.args[0], BaseException):
+        return connection_cause(error.args[0])
+    if isinstance(error, ssl.SSLCertVerificationError):
+        return f"certificate verify failed ({str(error.verify_message).rstrip('.')})"
+    if isinstance(error, ssl.SSLError):
+        return f"TLS handshake failed ({error.reason or error})"
+    if isinstance(error, urllib3.exceptions.NameResolutionError):
+        return f"cannot resolve {error.conn.host}"
+    # Before ConnectTimeoutError: urllib3 2 makes NewConnectionError a subclass of it.
+    if isinstance(error, urllib3.exceptions.NewConnectionError) and isinstance(error.__cause__, OSError):
+        return connection_cause(error.__cause__)
+    if isinstance(error, urllib3.exceptions.ConnectTimeoutError):
+        return "connection timed out"
+    if isinstance(error, urllib3.exceptions.ReadTimeoutError):
+        return "no answer in time (read timed out)"
+    if isinstance(error, urllib3.exceptions.ProtocolError) and len(error.args) > 1:
+        return f"the connection broke ({error.args[1]})"
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror[:1].lower() + error.strerror[1:]
+    return str(error) or type(error).__name__
+
+
+def _server_of(error: BaseException) -> str | None:
+    pool = getattr(error, "pool", None)
+    if pool is None or not getattr(pool, "host", None):
+        return None
+    host = f"[{pool.host}]" if ":" in pool.host else pool.host
+    return f"{pool.scheme}://{host}:{pool.port}" if pool.port else f"{pool.scheme}://{host}"
+
+
+@contextmanager
+def reported(subject: str, kubeconfig: str | None) -> Iterator[None]:
+    """Around a dynamic provider's operation: its errors reach the user as one or a few lines
+    naming `subject` (what failed), the cause and the setting to check, without a traceback.
+
+    An unreachable API server or a failed TLS handshake, an unusable credential and any API error
+    nothing below handled become such a ProviderError; an error of another kind is a bug and
+    keeps its traceback.
+    """
+    plain_provider_errors()
+    kubeconfig_set = bool(kubeconfig)
+    try:
+        yield
+    except ProviderError:
+        raise
+    except urllib3.exceptions.HTTPError as error:
+        message = cluster.unreachable_api_message(subject, _server_of(error), connection_cause(error), kubeconfig_set)
+        raise ProviderError(message) from None
+    except ConfigException as error:
+        cause = " ".join(str(error).split()) or type(error).__name__
+        raise ProviderError(cluster.unusable_credential_message(subject, cause, kubeconfig_set)) from None
+    except ApiException as error:
+        raise ProviderError(str(api_failure(subject, error))) from None
 
 
 def operations_for(kubeconfig: str | None) -> NodeOperations:
@@ -265,7 +352,8 @@ class NodeLifecycleProvider(dynamic.ResourceProvider):
         self.operations = operations
 
     def create(self, props: dict[str, Any]) -> dynamic.CreateResult:
-        self._join(props, previously_declared=())
+        with reported(f"Node {props['nodeName']}", props.get("kubeconfig")):
+            self._join(props, previously_declared=())
         return dynamic.CreateResult(props["nodeName"], outs=props)
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> dynamic.DiffResult:
@@ -274,15 +362,17 @@ class NodeLifecycleProvider(dynamic.ResourceProvider):
         return dynamic.DiffResult(changes=bool(changed), replaces=replaces, delete_before_replace=False)
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> dynamic.UpdateResult:
-        self._join(news, previously_declared=cluster.taints_from(olds.get("taints") or []))
+        with reported(f"Node {news['nodeName']}", news.get("kubeconfig")):
+            self._join(news, previously_declared=cluster.taints_from(olds.get("taints") or []))
         return dynamic.UpdateResult(outs=news)
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
-        operations = self.operations(props.get("kubeconfig"))
-        if props["removeNode"]:
-            operations.remove(props["nodeName"], int(props["drainTimeoutSeconds"]))
-        else:
-            operations.forget(props["nodeName"], cluster.taints_from(props.get("taints") or []))
+        with reported(f"removing Node {props['nodeName']}", props.get("kubeconfig")):
+            operations = self.operations(props.get("kubeconfig"))
+            if props["removeNode"]:
+                operations.remove(props["nodeName"], int(props["drainTimeoutSeconds"]))
+            else:
+                operations.forget(props["nodeName"], cluster.taints_from(props.get("taints") or []))
 
     def _join(self, props: Mapping[str, Any], previously_declared: Sequence[Taint]) -> None:
         operations = self.operations(props.get("kubeconfig"))

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 import pulumi
 from pulumi.runtime import config as runtime_config
 from pydantic import SecretStr
 
-from numa_kubelets.config import NAMESPACE, ConfigError, Problem, StackConfig, decode_pulumi_values, load_config
+from numa_kubelets.config import NAMESPACE, ConfigError, Problem, StackConfig, load_stack_values
 from numa_kubelets.placement import check_demo
 from numa_kubelets.plan import Plan, build_plan
 
@@ -21,10 +22,24 @@ def raw_namespace_values() -> dict[str, str]:
     return {key[len(prefix) :]: value for key, value in sorted(merged.items()) if key.startswith(prefix)}
 
 
+def encrypted_namespace_keys(keys: Iterable[str]) -> set[str]:
+    """Those of the `numa-kubelets:` keys that Pulumi holds as secrets (`pulumi config set --secret`).
+
+    The engine names them to the program: the language host hands the list over in
+    PULUMI_CONFIG_SECRET_KEYS and `set_all_config` keeps it for `is_config_secret`; an
+    Automation API inline program gets it through `set_all_config` alone.
+    """
+    from_environment = set(runtime_config.get_config_secret_keys_env())
+    prefix = NAMESPACE + ":"
+    return {key for key in keys if runtime_config.is_config_secret(prefix + key) or prefix + key in from_environment}
+
+
 def read_stack() -> tuple[StackConfig, Plan]:
-    """The validated configuration and its plan; an invalid one stops the program before any resource."""
+    """The validated configuration and its plan; an invalid one, or a secret given in plain text,
+    stops the program before any resource."""
     try:
-        config = load_config(decode_pulumi_values(raw_namespace_values()))
+        values = raw_namespace_values()
+        config = load_stack_values(values, encrypted_namespace_keys(values))
         plan = build_plan(config)
         check_demo(config, plan)
         return config, plan

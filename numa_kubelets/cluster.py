@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import ipaddress
 import json
 import re
 import shlex
-from collections.abc import Mapping, Sequence
+import urllib.parse
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -126,7 +128,11 @@ def cluster_dns(cluster: ClusterPlan, kube_dns_cluster_ip: str | None) -> str:
     """clusterDNS: `cluster.dns`, else the clusterIP of the kube-dns Service (None: no such Service)."""
     if cluster.dns is not None:
         return cluster.dns
-    cluster_ip = kube_dns_cluster_ip
+    return kube_dns_address(kube_dns_cluster_ip)
+
+
+def kube_dns_address(cluster_ip: str | None) -> str:
+    """The kube-dns Service's clusterIP as the kubelets' clusterDNS (None: no such Service)."""
     if not cluster_ip or cluster_ip == "None":  # "None": a headless Service
         namespace, name = KUBE_DNS_SERVICE
         raise ClusterDnsUnknown(
@@ -431,4 +437,140 @@ def token_does_not_authenticate_message(status: int | None) -> str:
         f"the bootstrap token does not authenticate (the API server answered {status}): the API server needs "
         "--enable-bootstrap-token-auth, and the token's Secret kube-system/bootstrap-token-<id> must exist "
         "and not be expired"
+    )
+
+
+# ---------------------------------------------------------------- where the API server is reached from
+#
+# Two addresses, two places. `cluster.server` is the kubelets' address of the API server, often
+# one the machine that runs Pulumi cannot reach (an internal load balancer, a node-side VIP):
+# whether each host reaches it and trusts its certificate with `caCert` is checked on the host,
+# by its preflight. The stack's credential (`kubeconfig`, else the ambient KUBECONFIG) names an
+# address the Pulumi machine reaches: the cluster preflight checks the bootstrap token there.
+
+KUBECONFIG_SETTING = "numa-kubelets:kubeconfig"
+
+
+def credential_setting(kubeconfig_set: bool) -> str:
+    """Where the stack's credential comes from, as a user would fix it."""
+    if kubeconfig_set:
+        return KUBECONFIG_SETTING
+    return f"the ambient KUBECONFIG ({KUBECONFIG_SETTING} is not set)"
+
+
+def unreachable_api_message(subject: str, server: str | None, cause: str, kubeconfig_set: bool) -> str:
+    """One line: who could not reach the API server through the stack's credential, where, why,
+    and which setting to check."""
+    where = f" at {server}" if server else ""
+    return f"{subject}: cannot reach the Kubernetes API{where}: {cause}; check {credential_setting(kubeconfig_set)}"
+
+
+def unusable_credential_message(subject: str, cause: str, kubeconfig_set: bool) -> str:
+    return f"{subject}: the stack's credential cannot be used: {cause}; check {credential_setting(kubeconfig_set)}"
+
+
+@dataclass(frozen=True)
+class ApiEndpoint:
+    """`cluster.server` as a TLS client connects to it."""
+
+    host: str  # an IP address without brackets, or a DNS name
+    port: int
+
+    @property
+    def is_ip(self) -> bool:
+        try:
+            ipaddress.ip_address(self.host)
+        except ValueError:
+            return False
+        return True
+
+    @property
+    def host_port(self) -> str:
+        """`host:port`, an IPv6 address in brackets (openssl s_client -connect)."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
+
+
+def api_endpoint(server: str) -> ApiEndpoint:
+    """Of a checked `cluster.server` (https://host[:port][/path]); port 443 when none is given."""
+    parts = urllib.parse.urlsplit(server)
+    if parts.scheme != "https" or not parts.hostname:
+        raise ValueError(f"{server!r} is not an https:// URL of an API server")
+    return ApiEndpoint(parts.hostname, parts.port or 443)
+
+
+CA_DELIMITER = "NUMA_KUBELETS_CLUSTER_CA"
+# A TLS handshake with the server, trusting only caCert and checking the name (IP SANs too):
+# what the kubelet's client does. Exits 1 with one line on stderr.
+API_PROBE_PYTHON = """\
+import socket, ssl, sys
+host, port, ca = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+try:
+    context = ssl.create_default_context(cafile=ca)
+    with socket.create_connection((host, port), timeout=10) as raw:
+        with context.wrap_socket(raw, server_hostname=host):
+            pass
+except ssl.SSLCertVerificationError as error:
+    sys.exit("certificate verify failed (" + str(error.verify_message) + ")")
+except ssl.SSLError as error:
+    sys.exit("TLS handshake failed (" + str(error.reason or error) + ")")
+except OSError as error:
+    sys.exit(str(error.strerror or error or type(error).__name__))
+"""
+# Seconds for the whole check with each tool: a filtered port must not hold the preflight long.
+API_PROBE_TIMEOUT = 20
+
+
+def api_server_preflight(cluster: ClusterPlan) -> Iterator[str]:
+    """Shell for the host preflight (reports through `fail`): this host reaches `cluster.server`
+    and its certificate is valid for that name under `caCert`, as the kubelets will need.
+
+    With curl when installed, else python3 (its ssl module: python3-minimal has it), else
+    openssl; none of them: a problem naming what to install. Checked from the host's network
+    namespace: in namespace mode the kubelets' namespaces do not exist yet at the preflight.
+    No proxy: the kubelets run under systemd without one.
+    """
+    endpoint = api_endpoint(cluster.server)
+    q = shlex.quote
+    where = f"cluster.server {cluster.server}"
+    if endpoint.is_ip:
+        openssl_name = f"-verify_ip {q(endpoint.host)}"
+    else:
+        openssl_name = f"-servername {q(endpoint.host)} -verify_hostname {q(endpoint.host)}"
+    ca = cluster.ca_cert if cluster.ca_cert.endswith("\n") else cluster.ca_cert + "\n"
+    if CA_DELIMITER in ca.splitlines():
+        raise ValueError("heredoc delimiter occurs in caCert")  # a checked PEM certificate cannot hold it
+    timeout = str(API_PROBE_TIMEOUT)
+    yield (
+        f"# {where}: reached from here, its certificate valid under caCert (what the kubelets need)\n"
+        "api_ca=$(mktemp)\n"
+        "trap 'rm -f \"$api_ca\"' EXIT\n"
+        f"cat > \"$api_ca\" <<'{CA_DELIMITER}'\n{ca}{CA_DELIMITER}\n"
+        "api_tool=\n"
+        "if command -v curl >/dev/null 2>&1; then\n"
+        "  api_tool=curl\n"
+        f"  if ! api_output=$(curl --silent --show-error --noproxy '*' --connect-timeout 10 --max-time {timeout} "
+        f'--cacert "$api_ca" --output /dev/null {q(cluster.server)} 2>&1); then api_tool="$api_tool failed"; fi\n'
+        "elif command -v python3 >/dev/null 2>&1; then\n"
+        "  api_tool=python3\n"
+        f'  if ! api_output=$(timeout {timeout} python3 -c {q(API_PROBE_PYTHON)} {q(endpoint.host)} {endpoint.port} "$api_ca" 2>&1); then\n'
+        '    api_tool="$api_tool failed"\n'
+        "  fi\n"
+        "elif command -v openssl >/dev/null 2>&1; then\n"
+        "  api_tool=openssl\n"
+        f"  if ! api_output=$(timeout {timeout} openssl s_client -brief -connect {q(endpoint.host_port)} {openssl_name} "
+        '-CAfile "$api_ca" -verify_return_error </dev/null 2>&1); then\n'
+        '    api_tool="$api_tool failed"\n'
+        "    api_output=$(printf '%s\\n' \"$api_output\" | grep -i -m 1 'verify error' || printf '%s\\n' \"$api_output\" | grep -i -m 1 'error' || printf '%s\\n' \"$api_output\" | tail -n 1)\n"
+        "  fi\n"
+        "fi\n"
+        'case "$api_tool" in\n'
+        f'  ("") fail "cannot check that this host reaches {where}: none of curl, python3, openssl is installed (install curl)";;\n'
+        '  (*" failed")\n'
+        "    api_output=$(printf '%s\\n' \"$api_output\" | head -n 1)\n"
+        '    if [ -z "$api_output" ]; then api_output="no answer within ' + timeout + ' s"; fi\n'
+        f'    fail "cannot reach {where} from this host, trusting only caCert: $api_output (checked with ${{api_tool% failed}})";;\n'
+        "esac\n"
+        'rm -f "$api_ca"\n'
+        "trap - EXIT\n"
     )

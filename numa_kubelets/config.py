@@ -8,7 +8,7 @@ Checks that need the whole fleet (ports, names across hosts) live in `plan.py`.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -242,6 +242,50 @@ def load_config(raw: Mapping[str, Any]) -> StackConfig:
     problems = semantic_problems(config)
     if problems:
         raise ConfigError(problems)
+    return config
+
+
+# Keys whose values are secrets: Pulumi must hold them encrypted (`pulumi config set --secret`).
+SECRET_KEYS = ("sshPrivateKey", "bootstrapToken", "kubeconfig")
+# How to set each one: from its file, or at the prompt (a token on the command line would be in
+# the shell's history).
+_SET_SECRET_INPUT = {"sshPrivateKey": " < ~/.ssh/id_ed25519", "kubeconfig": " < ~/.kube/config", "bootstrapToken": ""}
+
+
+def set_secret_command(key: str) -> str:
+    return f"pulumi config set --secret {NAMESPACE}:{key}{_SET_SECRET_INPUT.get(key, '')}"
+
+
+def plaintext_secret_problems(present: Iterable[str], encrypted: Collection[str]) -> list[Problem]:
+    """Each secret key set, but not as a secret.
+
+    A plain value is readable in the stack file and Pulumi keeps it unencrypted in the state (in
+    the inputs of every resource it reaches, e.g. the dynamic providers'), so it is refused before
+    anything is created. `present`: the keys the stack sets; `encrypted`: those Pulumi holds as
+    secrets (the SDK's secret config keys).
+    """
+    return [
+        Problem(
+            key,
+            "is a secret but is set in plain text (readable in the stack file, and kept unencrypted in the "
+            f"stack's state); set it encrypted with: {set_secret_command(key)}",
+        )
+        for key in sorted(set(present) & set(SECRET_KEYS))
+        if key not in encrypted
+    ]
+
+
+def load_stack_values(values: Mapping[str, str], encrypted: Collection[str]) -> StackConfig:
+    """The `numa-kubelets:*` values as Pulumi hands them over (strings by key, without the
+    namespace) and the keys among them that Pulumi holds as secrets: validated, every problem of
+    the configuration and every secret in plain text reported at once (ConfigError)."""
+    secrets_in_plain_text = plaintext_secret_problems(values, encrypted)
+    try:
+        config = load_config(decode_pulumi_values(values))
+    except ConfigError as error:
+        raise ConfigError(error.problems + secrets_in_plain_text) from None
+    if secrets_in_plain_text:
+        raise ConfigError(secrets_in_plain_text)
     return config
 
 

@@ -15,6 +15,7 @@ selector is unambiguous, and the verdict. The Pulumi shell only fetches the fact
 
 from __future__ import annotations
 
+import hashlib
 import json
 import posixpath
 import re
@@ -43,6 +44,12 @@ LIMITS = {"memory": "64Mi"}
 NOBODY = 65534
 # The pause image exits on SIGTERM at once; `sleep` as PID 1 ignores it, so do not wait 30 s.
 TERMINATION_GRACE_SECONDS = 5
+# Hex digits of the spec's hash in the pod's name: enough that a changed spec gets another name.
+SPEC_HASH_LENGTH = 8
+# The pods' own ServiceAccount, which the stack creates before them: the API server refuses a pod
+# whose ServiceAccount does not exist, and a fresh namespace's `default` comes later, from the
+# controller manager (pulumi-kubernetes 4.25.0 retries once: not long enough).
+SERVICE_ACCOUNT = APP_NAME
 
 
 def demo_selector(kubelet: KubeletPlan) -> dict[str, str]:
@@ -70,13 +77,29 @@ class DemoPod:
     ready_timeout: str
 
     @property
-    def name(self) -> str:
-        # Fixed, not generated: the probe looks the pod up by name and `kubectl` shows stable names.
+    def resource_name(self) -> str:
+        """`numa-demo-<node>`: the Pulumi name of the pod's DemoPlacement, its Pod and its probe.
+
+        Stable, so a changed pod is a replacement of the same resource in `pulumi preview --diff`."""
         return f"{APP_NAME}-{self.kubelet.node_name}"
 
     @property
+    def name(self) -> str:
+        """The pod's `metadata.name`: `numa-demo-<node>-<hash of its spec>`.
+
+        The spec of a pod is immutable (nodeSelector, tolerations, command, ...), so a change of it
+        replaces the pod. pulumi-kubernetes previews a replacement by a server-side dry-run create
+        of the new pod while the old one still exists: under a fixed name the API server refuses it
+        as an update of immutable fields and the preview fails. A name that follows the spec
+        cannot collide with the pod it replaces, and it is known before anything is created, so
+        the probe script, the review render and the preview all name the pod that will run.
+        Nothing changed, nothing renamed: the same spec gives the same name.
+        """
+        return f"{self.resource_name}-{spec_hash(self.spec())}"
+
+    @property
     def probe_name(self) -> str:
-        return f"{self.name}-probe"
+        return f"{self.resource_name}-probe"
 
     @property
     def selector(self) -> dict[str, str]:
@@ -90,7 +113,7 @@ class DemoPod:
             EXPECTED_NODE_LABEL: self.kubelet.node_name,
         }
 
-    def manifest(self) -> dict[str, Any]:
+    def spec(self) -> dict[str, Any]:
         container: dict[str, Any] = {"name": CONTAINER_NAME, "image": self.image}
         if self.command:
             container["command"] = list(self.command)
@@ -108,23 +131,39 @@ class DemoPod:
                 {**taint.manifest(), "operator": "Equal" if taint.value else "Exists"} for taint in self.kubelet.taints
             ]
         return {
+            **spec,
+            "containers": [container],
+            "securityContext": {
+                "runAsNonRoot": True,
+                "runAsUser": NOBODY,
+                "runAsGroup": NOBODY,
+                "seccompProfile": {"type": "RuntimeDefault"},
+            },
+            "serviceAccountName": SERVICE_ACCOUNT,
+            # The pods never talk to the API: no token in them.
+            "automountServiceAccountToken": False,
+            "enableServiceLinks": False,
+            "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
+        }
+
+    def manifest(self) -> dict[str, Any]:
+        spec = self.spec()
+        return {
             "apiVersion": "v1",
             "kind": "Pod",
-            "metadata": {"name": self.name, "namespace": self.namespace, "labels": self.labels},
-            "spec": {
-                **spec,
-                "containers": [container],
-                "securityContext": {
-                    "runAsNonRoot": True,
-                    "runAsUser": NOBODY,
-                    "runAsGroup": NOBODY,
-                    "seccompProfile": {"type": "RuntimeDefault"},
-                },
-                "automountServiceAccountToken": False,
-                "enableServiceLinks": False,
-                "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
+            "metadata": {
+                "name": f"{self.resource_name}-{spec_hash(spec)}",
+                "namespace": self.namespace,
+                "labels": self.labels,
             },
+            "spec": spec,
         }
+
+
+def spec_hash(spec: Mapping[str, Any]) -> str:
+    """A short hash of a pod spec, the same for the same spec (canonical JSON: sorted keys)."""
+    canonical = json.dumps(spec, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:SPEC_HASH_LENGTH]
 
 
 def namespace_manifest(namespace: str) -> dict[str, Any]:
@@ -138,6 +177,20 @@ def namespace_manifest(namespace: str) -> dict[str, Any]:
                 "pod-security.kubernetes.io/enforce": "restricted",
             },
         },
+    }
+
+
+def service_account_manifest(namespace: str) -> dict[str, Any]:
+    """The demo pods' ServiceAccount (SERVICE_ACCOUNT): in their namespace, no token for its pods."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {
+            "name": SERVICE_ACCOUNT,
+            "namespace": namespace,
+            "labels": {"app.kubernetes.io/name": APP_NAME, "app.kubernetes.io/managed-by": MANAGER},
+        },
+        "automountServiceAccountToken": False,
     }
 
 

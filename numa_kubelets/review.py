@@ -9,7 +9,10 @@ and script each host would receive, as a mapping of relative path -> text:
     <host>/scripts/<resource>.apply.sh           each remote command's create/update script
     <host>/scripts/<resource>.delete.sh          ... and its delete script
     cluster/nodes/<node>.yaml                    with a cluster: the labels and taints the stack keeps on each Node
-    demo/namespace.yaml, demo/pods/<pod>.yaml    the demo's Kubernetes objects, when enabled
+    demo/namespace.yaml, demo/serviceaccount.yaml, demo/pods/numa-demo-<node>.yaml
+                                                 the demo's Kubernetes objects, when enabled (a pod's
+                                                 name carries a hash of its spec; its file's does not,
+                                                 so a changed pod shows as a diff of one file)
 
 The content comes from the core's own render and script functions, so it is what `pulumi up`
 would send. Output is deterministic (sorted, no timestamps). Secret values are never written:
@@ -39,11 +42,10 @@ import yaml
 
 from . import placement, render, scripts
 from .cluster import registration_labels
-from .config import NAMESPACE, ConfigError, StackConfig, decode_pulumi_values, load_config
+from .config import NAMESPACE, SECRET_KEYS, ConfigError, StackConfig, load_stack_values
 from .plan import ClusterPlan, HostPlan, KubeletPlan, Plan, build_plan
 from .render import HostFile
 
-SECRET_KEYS = ("sshPrivateKey", "bootstrapToken", "kubeconfig")
 # Stand-ins for encrypted values, for validation only: they are never written out.
 _STAND_INS = {
     "bootstrapToken": "aaaaaa.aaaaaaaaaaaaaaaa",
@@ -141,7 +143,8 @@ def plan_from_stack(document: Any, assume_secrets: tuple[str, ...] = ()) -> tupl
     """Validate the stack file's values as the program does (components/stack_config.read_stack);
     raise ConfigError with every problem."""
     stack = stack_values(document, assume_secrets)
-    config = load_config(decode_pulumi_values(stack.values))
+    # A secret in plain text in the file is refused as `pulumi up` refuses it.
+    config = load_stack_values(stack.values, stack.secure)
     plan = build_plan(config)
     placement.check_demo(config, plan)
     if plan.cluster is not None and plan.cluster.dns is None:
@@ -225,7 +228,7 @@ def host_commands(host: HostPlan, plan: Plan, demo_pods: tuple[placement.DemoPod
             commands.append(
                 RemoteCommandPlan(
                     pod.probe_name,
-                    f"DemoPlacement {pod.name}",
+                    f"DemoPlacement {pod.resource_name}",
                     placement.probe_scripts(pod, host, plan),
                     (),
                     with_delete=False,
@@ -374,8 +377,9 @@ def render_plan(config: StackConfig, plan: Plan) -> dict[str, str]:
     pods = placement.demo_pods(config, plan)
     if pods:
         files["demo/namespace.yaml"] = _manifest_yaml(placement.namespace_manifest(config.demo.namespace))
+        files["demo/serviceaccount.yaml"] = _manifest_yaml(placement.service_account_manifest(config.demo.namespace))
         for pod in pods:
-            files[f"demo/pods/{pod.name}.yaml"] = _manifest_yaml(pod.manifest())
+            files[f"demo/pods/{pod.resource_name}.yaml"] = _manifest_yaml(pod.manifest())
     if plan.cluster is not None:
         for kubelet in plan.kubelets:
             files[f"cluster/nodes/{kubelet.node_name}.yaml"] = _manifest_yaml(node_review(kubelet, plan.cluster))

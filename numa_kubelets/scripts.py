@@ -17,7 +17,7 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from . import network, reservations
+from . import cluster, network, reservations
 from .plan import (
     POD_NETNS_DIR,
     POD_NETNS_MOUNT_MARKER,
@@ -169,6 +169,8 @@ def preflight_scripts(host: HostPlan, plan: Plan) -> HostScripts:
         f'fail "online CPUs are $(cat /sys/devices/system/cpu/online), the configuration declares {host.online_cpus.format()}"; fi\n'
     )
     checks.extend(network.preflight_checks(tuple(k.network for k in host.kubelets if k.network is not None)))
+    if plan.cluster is not None:
+        checks.extend(cluster.api_server_preflight(plan.cluster))
     checks.append(
         'if [ -n "$problems" ]; then\n'
         f'  printf "numa-kubelets preflight failed on host %s:%s\\n" {q(host.name)} "$problems" >&2\n'
@@ -525,6 +527,7 @@ def kubelet_scripts(host: HostPlan, kubelet: KubeletPlan, plan: Plan) -> HostScr
     apply_steps.append(_restart_if_pending(unit))
     apply_steps.append(_report_start_time(unit))
     remove_steps = [
+        *([READ_STDIN_TO_THE_END] if plan.cluster is not None else []),
         _stop_for_good(unit),
         _unmount_below(layout.root_dir),
         f"rm -f {q(layout.kubelet_unit_path)}\n",
@@ -546,6 +549,14 @@ def kubelet_scripts(host: HostPlan, kubelet: KubeletPlan, plan: Plan) -> HostScr
     ]
     title = f"{unit} ({kubelet.node_name}) on host {host.name}"
     return _host_scripts(host, title, apply_steps, f"remove {unit} and its state from host {host.name}", remove_steps)
+
+
+# pulumi-command runs `delete` with the stdin of the last apply (here the bootstrap kubeconfig).
+# Its SSH client (golang.org/x/crypto/ssh) copies stdin while the command runs, and a command that
+# exits before taking all of it fails with "EOF" now and then although it succeeded (seen with
+# the real pulumi-command 1.2.1: tests/e2e/test_command_plugin.py). The apply script reads it
+# (write_file); the remove script, which has no use for it, reads it away first.
+READ_STDIN_TO_THE_END = "cat >/dev/null\n"
 
 
 def _resource_manager_state_step(kubelet: KubeletPlan) -> str:

@@ -2,17 +2,22 @@
 
 The same settings as tools/pulumi-env.sh: plugins come only from the plugin cache in
 .tools/pulumi-home, at exact versions, and a missing one is an error, never a download.
+NUMA_KUBELETS_PULUMI_HOME names another PULUMI_HOME whose plugin cache the tests use instead:
+e.g. one holding the real pulumi-command and pulumi-random, to run the conformance suites
+(tests/e2e/test_command_plugin.py, test_random_plugin.py) against them rather than the doubles.
 """
 
 import os
 import re
+import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 TOOLS_BIN = REPO / ".tools" / "bin"
-PULUMI_HOME = REPO / ".tools" / "pulumi-home"
+PULUMI_HOME = Path(os.environ.get("NUMA_KUBELETS_PULUMI_HOME") or REPO / ".tools" / "pulumi-home").resolve()
 # A test passphrase for the stacks' secrets: the state is a throwaway local directory.
 TEST_PASSPHRASE = "numa-kubelets-e2e"
 
@@ -117,3 +122,38 @@ def pulumi_env(state_dir: Path, pulumi_home: Path = PULUMI_HOME) -> dict[str, st
         PULUMI_CONFIG_PASSPHRASE=TEST_PASSPHRASE,
     )
     return env
+
+
+# The program as `pulumi up` of this directory runs it: the project file, the program and its
+# packages. Stack files are the caller's (`stack init` and `config set` write them).
+PROJECT_FILES = ("Pulumi.yaml", "__main__.py", "requirements.txt")
+PROJECT_PACKAGES = ("components", "numa_kubelets")
+
+
+def copy_project(directory: Path, *stack_files: str) -> Path:
+    """A copy of this repository's project in `directory` (made), with the named stack files and
+    this venv as its `.venv`: the CLI writes into stack files, which must not touch the checkout."""
+    directory.mkdir(parents=True)
+    for name in (*PROJECT_FILES, *stack_files):
+        shutil.copy2(REPO / name, directory / name)
+    for package in PROJECT_PACKAGES:
+        shutil.copytree(REPO / package, directory / package, ignore=shutil.ignore_patterns("__pycache__"))
+    (directory / ".venv").symlink_to(Path(sys.prefix), target_is_directory=True)
+    return directory
+
+
+def pulumi_cli(
+    env: dict[str, str], cwd: Path, *args: str, stdin: str = "", timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    """One command of the built CLI as a user types it (non-interactive: no prompt to answer); a
+    secret only ever on stdin. The caller judges the exit code."""
+    return subprocess.run(
+        [str(TOOLS_BIN / "pulumi"), "--non-interactive", *args],
+        cwd=cwd,
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )

@@ -117,7 +117,17 @@ build_pulumi() {
   local sdk
   sdk=$(module_dir pulumi github.com/pulumi/pulumi/sdk/v3)
   install -m 0755 "$sdk/python/dist/pulumi-resource-pulumi-python" "$sdk/python/cmd/pulumi-language-python-exec" "$bin_dir/"
-  ready pulumi pulumi-resource-pulumi-python pulumi-language-python-exec
+  # The Python language host, which runs `pulumi preview`/`up` of a Python project directory.
+  # Its own module (github.com/pulumi/pulumi/sdk/python/cmd/pulumi-language-python/v3) is not
+  # served; up to v3.68.0 it was a package of the sdk module, which is (tools/pulumi-language-python).
+  # The CLI talks to it over the language plugin's gRPC protocol, which has stayed compatible;
+  # it starts the v3.274.1 pulumi-language-python-exec above.
+  local host_version
+  host_version=$(version_of pulumi-language-python github.com/pulumi/pulumi/sdk/v3)
+  build pulumi-language-python pulumi-language-python github.com/pulumi/pulumi/sdk/v3/python/cmd/pulumi-language-python \
+    -ldflags "-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$host_version"
+  ready pulumi pulumi-resource-pulumi-python pulumi-language-python-exec pulumi-language-python
+  build_plugin_doubles
 }
 
 # pin_of PACKAGE: the exact version constraints.txt pins a Python package to; a provider
@@ -134,6 +144,21 @@ install_plugin() {
   [ -x "$bin_dir/pulumi" ] || { echo "tools/build.sh: installing a plugin takes the CLI: build family pulumi first" >&2; exit 2; }
   PULUMI_HOME=$pulumi_home PULUMI_SKIP_UPDATE_CHECK=true \
     "$bin_dir/pulumi" plugin install resource "$name" "$version" --file "$file" --reinstall
+}
+
+# The numa-kubelets test doubles of pulumi-command and pulumi-random (tools/plugin-doubles),
+# whose provider modules the module proxy refuses: built on the framework the real
+# pulumi-command uses and installed at the versions their Python SDKs ask for. The
+# conformance suites (tests/e2e/test_command_plugin.py, test_random_plugin.py) pin them
+# against the real plugins' behaviour.
+build_plugin_doubles() {
+  local name version
+  for name in command random; do
+    version=$(pin_of "pulumi-$name")
+    build "pulumi-resource-$name" plugin-doubles "./$name" -ldflags "-s -w -X main.version=$version"
+    install_plugin "$name" "$version"
+  done
+  ready pulumi-resource-command pulumi-resource-random
 }
 
 # The kubernetes provider at the version of the pulumi-kubernetes Python SDK. Its release

@@ -1,4 +1,5 @@
-# Source me (`. tools/pulumi-env.sh`): the real Pulumi CLI of `make tools`, offline.
+# Source me (`. tools/pulumi-env.sh`): the real Pulumi CLI of `make tools` and its Python language
+# host, offline: `pulumi preview`/`up` of this directory then run as the README's Quick start says.
 # Plugins come only from .tools/pulumi-home's plugin cache, at exact versions; a missing
 # one is an error, never a download. tests/realtools.py sets the same for the tests.
 _pulumi_root=$(cd "$(dirname "${BASH_SOURCE[0]:-$0}")/.." && pwd)
@@ -11,9 +12,11 @@ export PULUMI_DISABLE_REGISTRY_RESOLVE=true
 # No plugin from $PATH (.tools/bin holds the built providers too): the cache's exact
 # version or nothing. The bundled Python launchers are still found next to `pulumi`.
 export PULUMI_IGNORE_AMBIENT_PLUGINS=true
-# The Python of dynamic providers (pulumi-resource-pulumi-python runs `$PULUMI_PYTHON_CMD -m
-# pulumi.dynamic`): the repo's venv. A language host would pass the project's virtualenv
-# option instead, but none is built (README "Building the real tools").
+# The Python that runs the program and its dynamic providers: the repo's venv, the one Pulumi.yaml's
+# `virtualenv: .venv` names. The built language host (v3.68.0, README "Building the real tools")
+# predates the CLI handing it the project's runtime options, so it never sees that option and
+# takes its interpreter from PULUMI_PYTHON_CMD; so does pulumi-resource-pulumi-python
+# (`$PULUMI_PYTHON_CMD -m pulumi.dynamic`). Another project's venv: set it after sourcing this.
 export PULUMI_PYTHON_CMD="$_pulumi_root/.venv/bin/python"
 # State in a local directory, never the Pulumi Cloud; secrets then need
 # PULUMI_CONFIG_PASSPHRASE (or _FILE), which is yours to set.

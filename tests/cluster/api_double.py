@@ -11,13 +11,15 @@ the API server would return it. Behaviours a test needs are switches:
   deletionTimestamp and stays, as nobody stops its containers;
 - `rights`: bearer token -> the (verb, group, resource, subresource) it may use, answered through
   SelfSubjectAccessReviews; a token not listed does not authenticate (401);
-- `services`: "namespace/name" -> Service, for reads (the kube-dns Service).
+- `services`: "namespace/name" -> Service, for reads (the kube-dns Service);
+- `tls`: a server-side SSL context: the double then serves HTTPS with its certificate.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import ssl
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -88,17 +90,20 @@ class ApiServerDouble:
     rights: dict[str, set[tuple[str, str, str, str]]] = field(default_factory=dict)
     services: dict[str, Json] = field(default_factory=dict)
     terminate_on_eviction: bool = True
+    tls: ssl.SSLContext | None = None
     requests: list[Request] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        if self.tls is not None:
+            self._server.socket = self.tls.wrap_socket(self._server.socket, server_side=True)
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
 
     @property
     def url(self) -> str:
         host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"{'https' if self.tls is not None else 'http'}://{host}:{port}"
 
     def __enter__(self) -> ApiServerDouble:
         self._thread.start()

@@ -95,8 +95,6 @@ def test_the_provider_checks_with_the_stack_kubeconfig_and_the_token(double):
     rights = cluster.stack_rights(ClusterPlan("https://x", CA_CERT))
     double.rights = {"stack-credential": rights_of(rights)}
     props = {
-        "server": double.url,
-        "caCert": CA_CERT,
         "bootstrapToken": TOKEN,
         "kubeconfig": kubeconfig_for(double),
         "stackRights": [dataclasses.asdict(right) for right in rights],
@@ -105,6 +103,9 @@ def test_the_provider_checks_with_the_stack_kubeconfig_and_the_token(double):
         ClusterPreflightProvider().create(props)
     double.rights[TOKEN] = rights_of(cluster.TOKEN_RIGHTS)
     assert ClusterPreflightProvider().create(props).outs == props
+    # Both at the address of the stack's kubeconfig: the double; the token alone in its requests.
+    token_requests = [r for r in double.requests if r.authorization == f"Bearer {TOKEN}"]
+    assert len(token_requests) == 1 + len(cluster.TOKEN_RIGHTS)  # refused once (401), then both rights
 
 
 def kube_dns(cluster_ip: str) -> dict:
@@ -118,7 +119,7 @@ def kube_dns(cluster_ip: str) -> dict:
 
 def test_a_kube_dns_service_with_a_cluster_ip_passes(double):
     double.services = {"kube-system/kube-dns": kube_dns("10.96.0.10")}
-    check_cluster_dns_service(client_for(double, STACK), ClusterPlan("https://x", CA_CERT))
+    check_cluster_dns_service(client_for(double, STACK))
     assert [r.path for r in double.calls("GET")] == ["/api/v1/namespaces/kube-system/services/kube-dns"]
 
 
@@ -126,7 +127,7 @@ def test_a_kube_dns_service_with_a_cluster_ip_passes(double):
 def test_no_kube_dns_service_names_the_key_to_set(double, services):
     double.services = services
     with pytest.raises(NodeLifecycleError) as failure:
-        check_cluster_dns_service(client_for(double, STACK), ClusterPlan("https://x", CA_CERT))
+        check_cluster_dns_service(client_for(double, STACK))
     assert "set numa-kubelets:cluster.dns" in str(failure.value)
     assert "kube-system/kube-dns" in str(failure.value)
 
@@ -134,6 +135,6 @@ def test_no_kube_dns_service_names_the_key_to_set(double, services):
 def test_a_forbidden_kube_dns_read_is_a_readable_api_error(double):
     double.failures = {("GET", "/api/v1/namespaces/kube-system/services/kube-dns"): (403, "services is forbidden")}
     with pytest.raises(NodeLifecycleError) as failure:
-        check_cluster_dns_service(client_for(double, STACK), ClusterPlan("https://x", CA_CERT))
+        check_cluster_dns_service(client_for(double, STACK))
     assert "reading Service kube-system/kube-dns" in str(failure.value)
     assert "services is forbidden" in str(failure.value)

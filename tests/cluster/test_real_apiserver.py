@@ -8,6 +8,7 @@ test here uses Nodes and namespaces of its own: the control plane is shared by t
 
 from __future__ import annotations
 
+import base64
 import datetime
 import time
 import uuid
@@ -15,15 +16,24 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes import client as kube_client
 from kubernetes.client.exceptions import ApiException
 
-from components.cluster_preflight import check_bootstrap_token, check_cluster_dns_service, check_stack_credential
+from components.cluster_preflight import (
+    ClusterPreflightProvider,
+    check_bootstrap_token,
+    check_cluster_dns_service,
+    check_stack_credential,
+)
+from components.dynamic_resource import ProviderError
 from components.node_lifecycle import NodeLifecycleError, NodeOperations
 from numa_kubelets import cluster
 from numa_kubelets.plan import ClusterPlan, Taint
-from tests.realcluster.clients import api_for, create_managed_token, eventually, token_api
-from tests.realcluster.controlplane import ControlPlane
+from tests.program.harness import load_stack_file, run_program
+from tests.realcluster.clients import api_for, closed_loopback_port, create_managed_token, eventually, token_api
+from tests.realcluster.controlplane import ControlPlane, inline_kubeconfig
+from tests.unit.test_api_server_preflight import another_ca
 
 pytestmark = pytest.mark.realtools("etcd")  # the control plane: built by tools/build.sh
 
@@ -168,10 +178,9 @@ def test_a_token_without_the_nodeclient_binding_is_refused_naming_the_role(contr
 
 
 def test_kube_dns_missing_headless_and_present(control_plane: ControlPlane, stack_api):
-    plan = ClusterPlan("https://x", "ca")
     admin = kube_client.CoreV1Api(api_for(control_plane.admin_kubeconfig))
     with pytest.raises(NodeLifecycleError, match=r"set numa-kubelets:cluster\.dns"):
-        check_cluster_dns_service(stack_api, plan)
+        check_cluster_dns_service(stack_api)
     service = {
         "metadata": {"name": "kube-dns", "namespace": "kube-system"},
         "spec": {"clusterIP": "None", "ports": [{"name": "dns", "port": 53, "protocol": "UDP"}]},
@@ -179,16 +188,93 @@ def test_kube_dns_missing_headless_and_present(control_plane: ControlPlane, stac
     admin.create_namespaced_service("kube-system", service)
     try:
         with pytest.raises(NodeLifecycleError, match=r"set numa-kubelets:cluster\.dns"):
-            check_cluster_dns_service(stack_api, plan)
+            check_cluster_dns_service(stack_api)
     finally:
         admin.delete_namespaced_service("kube-dns", "kube-system")
     eventually(lambda: True if not admin.list_namespaced_service("kube-system").items else None, 30, "kube-dns deleted")
     service["spec"]["clusterIP"] = "10.96.0.10"
     admin.create_namespaced_service("kube-system", service)
     try:
-        check_cluster_dns_service(stack_api, plan)
+        check_cluster_dns_service(stack_api)
     finally:
         admin.delete_namespaced_service("kube-dns", "kube-system")
+
+
+# ---------------------------------------------------------------- the preflight from the Pulumi machine
+
+PREFLIGHT = "pulumi-python:dynamic/numa-kubelets:ClusterPreflight"
+
+
+def stack_config(control_plane: ControlPlane, server: str, token: str, credential: str) -> dict[str, Any]:
+    """The example stack joining the session's control plane: `server` is cluster.server (the
+    kubelets' address), `credential` the stack's kubeconfig secret."""
+    config = load_stack_file("example-cluster")
+    config["hosts"] = [{"name": "numa-a", "address": "192.0.2.10", "numaNodes": [{"id": 0, "cpus": "0-3"}]}]
+    config["cluster"] = {"server": server, "caCert": control_plane.ca_pem, "dns": "10.96.0.10"}
+    config["demo"] = {"enabled": False}
+    config["bootstrapToken"] = token
+    config["kubeconfig"] = credential
+    config["sshPrivateKey"] = "-----BEGIN OPENSSH PRIVATE KEY-----\nkey\n-----END OPENSSH PRIVATE KEY-----\n"
+    return config
+
+
+def program_preflight_props(config: dict[str, Any]) -> dict[str, Any]:
+    """The ClusterPreflight's inputs as the program makes them (under the mock engine)."""
+    [preflight] = run_program(config).of_type(PREFLIGHT)
+    return {key: value for key, value in preflight.inputs.items() if key != "__provider"}
+
+
+def with_server(credential: str, server: str) -> str:
+    document = yaml.safe_load(credential)
+    document["clusters"][0]["cluster"]["server"] = server
+    return yaml.safe_dump(document)
+
+
+def test_a_cluster_server_this_machine_cannot_reach_does_not_fail_the_preflight(control_plane, stack_api):
+    """The issue's case: the kubelets' address leads nowhere from here; the credential's works."""
+    server = f"https://127.0.0.1:{closed_loopback_port()}"
+    token = create_managed_token(stack_api, "c1d2e3", "0123456789abcdef", "unreachable-server")
+    config = stack_config(control_plane, server, token, inline_kubeconfig(control_plane.stack_kubeconfig))
+    ClusterPreflightProvider().create(program_preflight_props(config))
+
+
+def test_the_token_is_checked_alone_not_with_the_credentials_certificate(control_plane):
+    """The stack's kubeconfig authenticates with a client certificate, which the API server would
+    take before any token: a token without its Secret must still be refused."""
+    config = stack_config(
+        control_plane,
+        control_plane.server,
+        "zzzzzz.0000000000000000",
+        inline_kubeconfig(control_plane.stack_kubeconfig),
+    )
+    with pytest.raises(NodeLifecycleError, match=r"does not authenticate \(the API server answered 401\)"):
+        ClusterPreflightProvider().create(program_preflight_props(config))
+
+
+def test_an_unreachable_credential_address_is_one_clear_line(control_plane, stack_api):
+    token = create_managed_token(stack_api, "d1e2f3", "0123456789abcdef", "unreachable-credential")
+    unreachable = f"https://127.0.0.1:{closed_loopback_port()}"
+    credential = with_server(inline_kubeconfig(control_plane.stack_kubeconfig), unreachable)
+    config = stack_config(control_plane, control_plane.server, token, credential)
+    with pytest.raises(ProviderError) as failure:
+        ClusterPreflightProvider().create(program_preflight_props(config))
+    assert str(failure.value) == (
+        f"cluster preflight: cannot reach the Kubernetes API at {unreachable}: connection refused; "
+        "check numa-kubelets:kubeconfig"
+    )
+
+
+def test_a_credential_that_does_not_trust_the_servers_certificate_is_one_clear_line(control_plane, stack_api):
+    token = create_managed_token(stack_api, "e1f2a4", "0123456789abcdef", "untrusted")
+    document = yaml.safe_load(inline_kubeconfig(control_plane.stack_kubeconfig))
+    document["clusters"][0]["cluster"]["certificate-authority-data"] = base64.b64encode(another_ca()).decode()
+    config = stack_config(control_plane, control_plane.server, token, yaml.safe_dump(document))
+    with pytest.raises(ProviderError) as failure:
+        ClusterPreflightProvider().create(program_preflight_props(config))
+    assert str(failure.value) == (
+        f"cluster preflight: cannot reach the Kubernetes API at {control_plane.server}: certificate verify failed "
+        "(unable to get local issuer certificate); check numa-kubelets:kubeconfig"
+    )
 
 
 # ---------------------------------------------------------------- joining

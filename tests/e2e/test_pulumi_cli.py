@@ -1,14 +1,13 @@
-"""End-to-end: the real Pulumi CLI and kubernetes provider of `make tools`, offline.
+"""End-to-end: the real Pulumi CLI, its Python language host and kubernetes provider of `make tools`, offline.
 
 A tiny project in a temporary directory with a local file backend goes through stack init,
-a secret config value, preview with diff, up, outputs, export and destroy. Its resources
-are the real kubernetes provider in render mode (`renderYamlToDirectory`: manifests are
-written to a directory, no cluster is needed) and a ConfigMap holding the secret.
-
-The Python language host (`pulumi-language-python`) cannot be built here (the module proxy
-serves no version of it: README "Building the real tools"), so preview and up run the
-program through the Automation API's inline program, which the CLI drives like any other
-(`pulumi preview --client=...`); every other step is the CLI's own command line.
+a secret config value, `pulumi preview --diff`, `pulumi up`, outputs, export and destroy, each
+the CLI's own command line: the language host (`pulumi-language-python`, v3.68.0: README
+"Building the real tools") runs the project's `__main__.py`. Its resources are the real
+kubernetes provider in render mode (`renderYamlToDirectory`: manifests are written to a
+directory, no cluster is needed) and a ConfigMap holding the secret. The remaining tests drive
+the CLI through the Automation API's inline program (`pulumi preview --client=...`), which
+needs no project file.
 """
 
 import json
@@ -36,15 +35,7 @@ SECRET = "e2e-plaintext-5f1c"
 
 
 def pulumi_cli(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(
-        [str(realtools.TOOLS_BIN / "pulumi"), "--non-interactive", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    result = realtools.pulumi_cli(env, cwd, *args, timeout=300)
     assert result.returncode == 0, f"pulumi {' '.join(args)}: {result.stdout}\n{result.stderr}"
     return result
 
@@ -64,26 +55,43 @@ def offline_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, st
 
 def write_project(directory: Path) -> None:
     directory.mkdir()
-    # The runtime a `pulumi up` of this directory would use: this venv (the inline program
-    # below runs in this very interpreter).
+    # The runtime of `pulumi up` in this directory: this venv. The v3.68.0 language host takes
+    # its interpreter from PULUMI_PYTHON_CMD (realtools.pulumi_env), as tools/pulumi-env.sh sets it.
     (directory / "Pulumi.yaml").write_text(
         f"name: e2e\nruntime:\n  name: python\n  options:\n    toolchain: pip\n    virtualenv: {sys.prefix}\n"
     )
+
+
+# What the language host runs as the project's program (`pulumi up` of the directory).
+PROJECT_PROGRAM = """\
+import pulumi
+import pulumi_kubernetes as k8s
+
+config = pulumi.Config()
+token = config.require_secret("token")
+provider = k8s.Provider("render", render_yaml_to_directory=config.require("renderDir"))
+config_map = k8s.core.v1.ConfigMap(
+    "greeting",
+    metadata={"name": "greeting"},
+    data={"greeting": "hi", "token": token},
+    opts=pulumi.ResourceOptions(provider=provider),
+)
+# The whole data map is secret (it holds the token); the name is not.
+pulumi.export("name", config_map.metadata["name"])
+pulumi.export("token", token)
+"""
 
 
 def program(render_dir: Path) -> auto.PulumiFn:
     def run() -> None:
         token = pulumi.Config().require_secret("token")
         provider = k8s.Provider("render", render_yaml_to_directory=str(render_dir))
-        config_map = k8s.core.v1.ConfigMap(
+        k8s.core.v1.ConfigMap(
             "greeting",
             metadata={"name": "greeting"},
             data={"greeting": "hi", "token": token},
             opts=pulumi.ResourceOptions(provider=provider),
         )
-        # The whole data map is secret (it holds the token); the name is not.
-        pulumi.export("name", config_map.metadata["name"])
-        pulumi.export("token", token)
 
     return run
 
@@ -118,23 +126,27 @@ def test_plugins_in_the_cache_at_the_sdks_versions(offline_env: dict[str, str], 
 
 
 def test_project_lifecycle_offline(offline_env: dict[str, str], tmp_path: Path) -> None:
+    realtools.require("pulumi-language-python")
     realtools.require_plugin("kubernetes", realtools.pins()["pulumi-kubernetes"])
     project, render_dir = tmp_path / "project", tmp_path / "rendered"
     write_project(project)
+    (project / "__main__.py").write_text(PROJECT_PROGRAM)
     pulumi_cli(offline_env, project, "stack", "init", "dev")
     pulumi_cli(offline_env, project, "config", "set", "--secret", "token", SECRET)
+    pulumi_cli(offline_env, project, "config", "set", "renderDir", str(render_dir))
     assert SECRET not in (project / "Pulumi.dev.yaml").read_text()
-    stack = inline_stack(project, render_dir)
 
-    preview = stack.preview(diff=True)
-    assert preview.change_summary == {"create": 3}  # the stack, the provider, the ConfigMap
+    preview = pulumi_cli(offline_env, project, "preview", "--diff")
+    assert "+ 3 to create" in preview.stdout, preview.stdout  # the stack, the provider, the ConfigMap
     assert "kubernetes:core/v1:ConfigMap" in preview.stdout
+    assert SECRET not in preview.stdout + preview.stderr
     assert not list(rendered(render_dir)), "a preview wrote manifests"
 
-    up = stack.up()
-    assert up.summary.result == "succeeded"
+    up = pulumi_cli(offline_env, project, "up", "--yes")
+    assert "3 created" in up.stdout, up.stdout
     manifests = list(rendered(render_dir))
     assert len(manifests) == 1 and "kind: ConfigMap" in manifests[0].read_text()
+    pulumi_cli(offline_env, project, "preview", "--expect-no-changes")
 
     outputs = json.loads(pulumi_cli(offline_env, project, "stack", "output", "--json").stdout)
     assert outputs == {"name": "greeting", "token": "[secret]"}
@@ -152,6 +164,22 @@ def test_project_lifecycle_offline(offline_env: dict[str, str], tmp_path: Path) 
     assert not list(rendered(render_dir))
     after = json.loads(pulumi_cli(offline_env, project, "stack", "export").stdout)
     assert not after["deployment"].get("resources")
+
+
+def test_language_host_is_the_sdk_package_of_v3_68(tmp_path: Path) -> None:
+    """The language host is the package of github.com/pulumi/pulumi/sdk/v3@v3.68.0, the last
+    release that holds it (its own module is not served): what its Go build information says."""
+    realtools.require("pulumi-language-python")
+    build_info = subprocess.run(
+        ["go", "version", "-m", str(realtools.TOOLS_BIN / "pulumi-language-python")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    lines = [line.split() for line in build_info.splitlines()]
+    assert ["path", "github.com/pulumi/pulumi/sdk/v3/python/cmd/pulumi-language-python"] in lines
+    # The module that holds the main package, at the release that still has it.
+    assert any(line[:3] == ["mod", "github.com/pulumi/pulumi/sdk/v3", "v3.68.0"] for line in lines), build_info
 
 
 class Echo(pulumi.dynamic.ResourceProvider):

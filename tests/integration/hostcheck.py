@@ -7,9 +7,44 @@ import shlex
 q = shlex.quote
 
 
+# The dev stack's (the origin machine's) units, and what its `up` lays on the host and its
+# destroy must take away.
+DEV_STACK_UNITS = (
+    "containerd@numa0.service",
+    "kubelet@numa0.service",
+    "containerd@numa1.service",
+    "kubelet@numa1.service",
+)
+DEV_STACK_CREATED_PATHS = (
+    "/etc/systemd/system/numa0.slice",
+    "/etc/systemd/system/numa1.slice",
+    "/etc/systemd/system/kubelet@numa0.service",
+    "/etc/systemd/system/containerd@numa1.service",
+    "/etc/systemd/system/system.slice.d/50-numa-kubelets.conf",
+    "/etc/systemd/system/init.scope.d/50-numa-kubelets.conf",
+    "/etc/systemd/system/user.slice.d/50-numa-kubelets.conf",
+    "/etc/numa-kubelets",
+    "/var/lib/kubelet-numa0",
+    "/var/lib/kubelet-numa1",
+    "/var/lib/containerd-numa0",
+    "/run/containerd-numa1",
+    "/var/log/pods-numa0",
+    "/run/numa-kubelets",
+)
+
+
 class HostView:
     def __init__(self, host) -> None:
         self.host = host
+
+    def assert_runtimes_and_kubelets_confined(self, cpus_by_numa: dict[int, str]) -> None:
+        """Each NUMA node's containerd@ and kubelet@ run in its slice, on its CPUs and memory node."""
+        for numa, cpus in cpus_by_numa.items():
+            for unit in (f"containerd@numa{numa}.service", f"kubelet@numa{numa}.service"):
+                assert self.active(unit), unit
+                pid = self.main_pid(unit)
+                assert self.cgroup_of(pid) == f"/numa{numa}.slice/{unit}"
+                assert self.process_status(pid) == {"Cpus_allowed_list": cpus, "Mems_allowed_list": str(numa)}
 
     def sh(self, script: str) -> str:
         return self.host.run(script).stdout.strip()

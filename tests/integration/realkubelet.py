@@ -14,11 +14,11 @@ from typing import Any
 from tests.integration.conftest import Stopwatch
 from tests.integration.hostcheck import HostView
 from tests.realcluster.controlplane import tool
+from tests.testhost.host import GUEST_KUBELET
 
 q = shlex.quote
 
 # The test stacks' kubeletPath (the host image has no kubelet of its own).
-GUEST_KUBELET = "/usr/local/bin/kubelet"
 # The previous minor's kubelet (tools/kubelet-previous), which the rolling upgrade starts from.
 GUEST_KUBELET_PREVIOUS = "/usr/local/bin/kubelet-previous"
 # What each test host OS ships (tests/testhost/recipe.py SUITES), as the preflight reports it.
@@ -34,11 +34,7 @@ def install_built_program(view: HostView, name: str = "kubelet", guest_path: str
     binary = tool(name)
     version = subprocess.run([binary, "--version"], capture_output=True, text=True, check=True).stdout.strip()
     with Stopwatch(f"copy the {binary.stat().st_size >> 20} MB {name} into the guest over SSH"):
-        view.host.run(
-            f"mkdir -p {q(guest_path.rsplit('/', 1)[0])} && cat > {q(guest_path)}.tmp && "
-            f"chmod 0755 {q(guest_path)}.tmp && mv -f {q(guest_path)}.tmp {q(guest_path)}",
-            stdin=binary.read_bytes(),
-        )
+        view.host.install_executable(binary, guest_path)
     assert view.sh(f"{q(guest_path)} --version") == version
     return version
 

@@ -16,7 +16,7 @@ import pytest
 
 from tests.integration.conftest import TIMINGS
 from tests.integration.engine import CommandFailed, Engine
-from tests.integration.hostcheck import HostView
+from tests.integration.hostcheck import DEV_STACK_CREATED_PATHS, DEV_STACK_UNITS, HostView
 from tests.integration.realkubelet import (
     ANONYMOUS_ACCESS,
     GUEST_KUBELET,
@@ -29,24 +29,6 @@ from tests.integration.realkubelet import (
 from tests.program.harness import load_stack_file
 
 pytestmark = pytest.mark.realtools("kubelet")  # the kubelet: built by tools/build.sh
-
-UNITS = ("containerd@numa0.service", "kubelet@numa0.service", "containerd@numa1.service", "kubelet@numa1.service")
-CREATED_PATHS = (
-    "/etc/systemd/system/numa0.slice",
-    "/etc/systemd/system/numa1.slice",
-    "/etc/systemd/system/kubelet@numa0.service",
-    "/etc/systemd/system/containerd@numa1.service",
-    "/etc/systemd/system/system.slice.d/50-numa-kubelets.conf",
-    "/etc/systemd/system/init.scope.d/50-numa-kubelets.conf",
-    "/etc/systemd/system/user.slice.d/50-numa-kubelets.conf",
-    "/etc/numa-kubelets",
-    "/var/lib/kubelet-numa0",
-    "/var/lib/kubelet-numa1",
-    "/var/lib/containerd-numa0",
-    "/run/containerd-numa1",
-    "/var/log/pods-numa0",
-    "/run/numa-kubelets",
-)
 
 
 def stack_for(host, base: str = "dev") -> dict:
@@ -84,12 +66,7 @@ def test_apply_confines_every_slice_unit_and_process(deployment, stopwatch):
     assert view.process_status(view.pid_of("sshd"))["Cpus_allowed_list"] == "0,4"
     assert view.runtime_control_dropins() == ""
 
-    for numa, cpus in ((0, "1-3"), (1, "5-7")):
-        for unit in (f"containerd@numa{numa}.service", f"kubelet@numa{numa}.service"):
-            assert view.active(unit), unit
-            pid = view.main_pid(unit)
-            assert view.cgroup_of(pid) == f"/numa{numa}.slice/{unit}"
-            assert view.process_status(pid) == {"Cpus_allowed_list": cpus, "Mems_allowed_list": str(numa)}
+    view.assert_runtimes_and_kubelets_confined({0: "1-3", 1: "5-7"})
 
 
 def test_kubelets_got_their_own_flags_config_and_credentials(deployment):
@@ -144,22 +121,22 @@ def test_pod_volumes_reach_containerd_while_device_plugin_sockets_stay_private(d
 
 def test_second_apply_runs_nothing_and_rerunning_every_script_restarts_nothing(deployment):
     engine, view = deployment["engine"], deployment["view"]
-    before = {unit: view.started_at(unit) for unit in UNITS}
+    before = {unit: view.started_at(unit) for unit in DEV_STACK_UNITS}
     assert engine.up(deployment["config"]) == []
     for command in engine.state.values():
         result = view.host.run(command.inputs["create"], stdin=command.inputs.get("stdin"), check=False)
         assert result.rc == 0, f"{command.name}: {result.stderr}"
-    assert {unit: view.started_at(unit) for unit in UNITS} == before
+    assert {unit: view.started_at(unit) for unit in DEV_STACK_UNITS} == before
     assert not view.exists("/run/numa-kubelets/pending") or view.sh("ls /run/numa-kubelets/pending") == ""
 
 
 def test_changing_one_port_restarts_that_kubelet_alone(deployment):
     engine, view = deployment["engine"], deployment["view"]
-    before = {unit: view.started_at(unit) for unit in UNITS}
+    before = {unit: view.started_at(unit) for unit in DEV_STACK_UNITS}
     deployment["config"]["hosts"][0]["kubelets"][1]["port"] = 10450
     assert engine.up(deployment["config"]) == [("numa-a-numa1-kubelet", "update")]
-    after = {unit: view.started_at(unit) for unit in UNITS}
-    assert [unit for unit in UNITS if after[unit] != before[unit]] == ["kubelet@numa1.service"]
+    after = {unit: view.started_at(unit) for unit in DEV_STACK_UNITS}
+    assert [unit for unit in DEV_STACK_UNITS if after[unit] != before[unit]] == ["kubelet@numa1.service"]
     assert running_kubelet(view, 1, 10450)["config"]["port"] == 10450
 
 
@@ -183,7 +160,7 @@ def test_replacing_the_runtime_loses_nothing(deployment):
     engine.replace("numa-a-numa0-containerd")
     for path in ("/etc/numa-kubelets/numa0/containerd.toml", "/etc/systemd/system/containerd@numa0.service"):
         assert view.exists(path), path
-    for unit in UNITS:
+    for unit in DEV_STACK_UNITS:
         assert view.active(unit), unit
     assert engine.up(deployment["config"]) == []
 
@@ -212,7 +189,7 @@ def test_destroy_leaves_the_host_as_it_was(deployment, stopwatch):
     with stopwatch("destroy (origin machine)"):
         ran = engine.destroy()
     assert len(ran) == 7 and all(phase == "delete" for _, phase in ran)  # the preflight has nothing to undo
-    for path in CREATED_PATHS:
+    for path in DEV_STACK_CREATED_PATHS:
         assert not view.exists(path), path
     assert view.sh("systemctl list-units --all --plain --no-legend 'kubelet@*' 'containerd@*' 'numa*.slice'") == ""
     assert view.sh("pgrep -x containerd || true") == ""

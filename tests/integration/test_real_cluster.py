@@ -379,6 +379,8 @@ def probe_for(demo: DemoPod, plan) -> str:
 def test_the_real_scheduler_places_each_demo_pod_on_its_numa_node(joined, stopwatch):
     core, view = joined["core"], joined["view"]
     core.create_namespace(placement.namespace_manifest(NAMESPACE))
+    # The demo pods run as the program's own service account (components/demo.py makes it).
+    core.create_namespaced_service_account(NAMESPACE, placement.service_account_manifest(NAMESPACE))
     pods = demo_pods(joined)
     for demo in pods.values():
         core.create_namespaced_pod(NAMESPACE, demo.manifest())

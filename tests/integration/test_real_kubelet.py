@@ -24,6 +24,7 @@ restart after it, destroy. The machine is stopped at the end of the session.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import shlex
 import uuid
@@ -327,11 +328,21 @@ def test_each_kubelet_runs_its_static_pod_from_the_imported_images(real, stopwat
         assert {"RuntimeReady", "NetworkReady"} <= status.keys() and all(status.values()), statuses
 
 
+@dataclasses.dataclass(frozen=True)
+class StaticDemoPod(DemoPod):
+    """The demo pod as a static pod: named by the kubelet `<manifest name>-<nodeName>`, where the
+    program's pods carry a hash of their spec (DemoPod.name); the probe looks for this name."""
+
+    @property
+    def name(self) -> str:
+        return f"{POD_NAME}-{self.kubelet.node_name}"
+
+
 def probe(real, numa: int, uid: str) -> tuple[str, Any]:
     """The program's own probe script on the host, and the program's own verdict on its output."""
     plan = build_plan(load_config(real["config"]))
     kubelet = next(k for k in plan.kubelets if k.numa_node == numa)
-    demo = DemoPod(kubelet, NAMESPACE, WORKLOAD_IMAGE, COMMAND, "10m")
+    demo = StaticDemoPod(kubelet, NAMESPACE, WORKLOAD_IMAGE, COMMAND, "10m")
     result = real["host"].run(probe_scripts(demo, plan.hosts[0], plan).apply, stdin=uid + "\n", check=False)
     assert result.rc == 0, result.stderr
     return result.stdout, judge_placement(demo, StackKubelets(plan), kubelet.node_name, result.stdout)

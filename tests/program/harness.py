@@ -167,19 +167,26 @@ def load_stack_file(name: str) -> dict[str, Any]:
 
 
 def run_program(
-    stack_config: dict[str, Any], preview: bool = False, previous_outputs: dict[str, Any] | None = None
+    stack_config: dict[str, Any],
+    preview: bool = False,
+    previous_outputs: dict[str, Any] | None = None,
+    secret_keys: tuple[str, ...] | None = None,
 ) -> ProgramRun:
     """Run __main__.py once; raises what the program raises (e.g. pulumi.RunError).
 
     `previous_outputs`: the stack outputs of the last update (e.g. a previous run's `outputs`).
+    `secret_keys`: the keys (without the namespace) set with `pulumi config set --secret`, which
+    the engine names to the program as its secret config keys; default: every one of SECRET_KEYS
+    the config sets.
     """
     mocks = RecordingMocks(previous_outputs=previous_outputs)
     monitor = RecordingMonitor(mocks)
     settings.set_root_resource(None)  # type: ignore[arg-type]
     pulumi.runtime.set_mocks(mocks, project=NAMESPACE, stack="test", preview=preview, monitor=monitor)
     values = config_values(stack_config)
-    secret_keys = [k for k in values if k.split(":", 1)[1] in SECRET_KEYS]
-    pulumi.runtime.set_all_config(values, secret_keys)
+    encrypted = SECRET_KEYS if secret_keys is None else secret_keys
+    # As the engine hands them over: the list is always set, so nothing stays from an earlier run.
+    pulumi.runtime.set_all_config(values, [k for k in values if k.split(":", 1)[1] in encrypted])
     settings.SETTINGS.rpc_manager.clear()
     settings.SETTINGS.outputs.clear()
     root = settings.get_root_resource()

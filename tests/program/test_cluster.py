@@ -287,6 +287,25 @@ def test_the_engine_loads_the_node_lifecycle_provider_from_the_project(cluster_c
     assert loaded.stdout.split() == ["components.node_lifecycle", "NodeLifecycleProvider", "operations_for"]
 
 
+def test_cluster_server_is_checked_on_each_host_and_the_token_at_the_credentials_address(cluster_config):
+    run = run_program(cluster_config)
+    [preflight] = run.of_type(PREFLIGHT)
+    # Nothing of cluster.server reaches the cluster preflight: it asks the credential's address.
+    assert set(preflight.inputs) == {
+        "__provider",
+        "bootstrapToken",
+        "kubeconfig",
+        "stackRights",
+        "clusterDnsFromService",
+    }
+    server = cluster_config["cluster"]["server"]
+    for host in ("numa-a", "numa-b"):
+        script = run.named(f"{host}-preflight").inputs["create"]
+        assert f"cannot reach cluster.server {server} from this host, trusting only caCert" in script
+        assert cluster_config["cluster"]["caCert"].strip() in script
+        assert BOOTSTRAP_TOKEN not in script
+
+
 @pytest.mark.parametrize("managed", [True, False], ids=["managed token", "given token"])
 def test_kubelets_join_only_after_the_cluster_preflight(cluster_config, managed):
     if managed:

@@ -13,7 +13,7 @@ import pytest
 from kubernetes_validate.utils import latest_version
 
 from numa_kubelets.config import load_config
-from numa_kubelets.placement import demo_pods, namespace_manifest
+from numa_kubelets.placement import demo_pods, namespace_manifest, service_account_manifest
 from numa_kubelets.plan import build_plan
 from tests.program import harness
 from tests.program.conftest import KUBECONFIG
@@ -21,6 +21,7 @@ from tests.program.conftest import KUBECONFIG
 DEMO = "numa-kubelets:index:DemoPlacement"
 POD = "kubernetes:core/v1:Pod"
 NAMESPACE = "kubernetes:core/v1:Namespace"
+SERVICE_ACCOUNT = "kubernetes:core/v1:ServiceAccount"
 PROVIDER = "pulumi:providers:kubernetes"
 COMMAND = "command:remote:Command"
 KUBERNETES_VERSIONS = ["1.30", latest_version()]
@@ -35,7 +36,10 @@ def secret(value: str) -> dict:
 
 
 class ClusterMocks(harness.RecordingMocks):
-    """RecordingMocks plus what the API server and the hosts would report after a real create."""
+    """RecordingMocks plus what the API server and the hosts would report after a real create.
+
+    `node_of` and `probe_of` take the Pulumi name of the pod's DemoPlacement (`numa-demo-<node>`,
+    which its Pod and probe resources are named after): the pod's own name carries a hash."""
 
     def __init__(self, node_of: Callable[[str], str | None], probe_of: Callable[[str], str]) -> None:
         super().__init__()
@@ -45,11 +49,10 @@ class ClusterMocks(harness.RecordingMocks):
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
         resource_id, state = super().new_resource(args)
         if args.typ == POD:
-            name = state["metadata"]["name"]
             state = {
                 **state,
-                "metadata": {**state["metadata"], "uid": uid_of(name)},
-                "spec": {**state["spec"], "nodeName": self.node_of(name)},
+                "metadata": {**state["metadata"], "uid": uid_of(state["metadata"]["name"])},
+                "spec": {**state["spec"], "nodeName": self.node_of(args.name)},
             }
         elif args.typ == COMMAND and args.name.endswith("-probe"):
             # pulumi-command marks stdout secret when the connection carries a secret key.
@@ -60,7 +63,7 @@ class ClusterMocks(harness.RecordingMocks):
 def faithful_facts(config: dict) -> tuple[Callable[[str], str | None], Callable[[str], str]]:
     """Every pod on its intended kubelet; its container confined to that kubelet's CPUs and memory node."""
     plan = build_plan(load_config(config))
-    kubelets = {f"numa-demo-{k.node_name}": k for k in plan.kubelets}
+    kubelets = {f"numa-demo-{k.node_name}": k for k in plan.kubelets}  # by DemoPlacement name
 
     def node_of(pod: str) -> str:
         return kubelets[pod].node_name
@@ -101,6 +104,12 @@ def node_names(config: dict) -> list[str]:
     return [k.node_name for k in build_plan(load_config(config)).kubelets]
 
 
+def pod_names(config: dict) -> dict[str, str]:
+    """DemoPlacement name (`numa-demo-<node>`) -> the pod's own name (with the hash of its spec)."""
+    loaded = load_config(config)
+    return {pod.resource_name: pod.name for pod in demo_pods(loaded, build_plan(loaded))}
+
+
 # ---------------------------------------------------------------- resources
 
 
@@ -126,8 +135,9 @@ def test_every_kubernetes_resource_uses_the_stack_provider(monkeypatch, demo_con
     assert provider.inputs["kubeconfig"] == KUBECONFIG
     provider_urn = next(urn for urn in result.requests if urn.endswith(f"{PROVIDER}::{provider.name}"))
     kubernetes_resources = [r for r in result.resources if r.type.startswith("kubernetes:")]
-    # The namespace, eight pods, eight Node label patches, and the read of the cluster's DNS Service.
-    assert len(kubernetes_resources) == 18
+    # The namespace, the pods' ServiceAccount, eight pods, eight Node label patches, and the read
+    # of the cluster's DNS Service.
+    assert len(kubernetes_resources) == 19
     for resource in kubernetes_resources:
         assert result.request_of(resource).provider.startswith(provider_urn + "::"), resource.name
 
@@ -152,14 +162,86 @@ def test_the_namespace_exists_and_pods_wait_for_it_and_for_their_labelled_node(m
     )
 
 
+def typed_dependencies_of(result: harness.ProgramRun, resource: harness.RegisteredResource) -> set[tuple[str, str]]:
+    """(type, name) of each resource it depends on: the Namespace and the ServiceAccount share names."""
+    typed = (urn.split("::")[-2:] for urn in result.request_of(resource).dependencies)
+    return {(qualified_type.rsplit("$", 1)[-1], name) for qualified_type, name in typed}
+
+
+@pytest.mark.parametrize("namespace", [None, "placement"])
+def test_one_service_account_for_the_pods_after_the_namespace_and_before_every_pod(monkeypatch, demo_config, namespace):
+    # A pod naming a ServiceAccount that does not exist yet is refused; the namespace's `default`
+    # comes from the controller manager some time after the namespace, so the stack makes its own.
+    if namespace:
+        demo_config["demo"]["namespace"] = namespace
+    namespace = namespace or "numa-demo"
+    result = run(monkeypatch, demo_config)
+    [account] = result.of_type(SERVICE_ACCOUNT)  # once per stack, not per pod
+    assert account.name == f"{namespace}/numa-demo"
+    assert account.inputs["metadata"]["name"] == "numa-demo"
+    assert account.inputs["metadata"]["namespace"] == namespace
+    assert account.inputs["automountServiceAccountToken"] is False
+    # Created after the namespace, deleted before it (the engine deletes in reverse dependency order).
+    assert (NAMESPACE, namespace) in typed_dependencies_of(result, account)
+    pods = result.of_type(POD)
+    assert len(pods) == 8
+    for pod in pods:
+        assert pod.inputs["spec"]["serviceAccountName"] == "numa-demo"
+        assert pod.inputs["spec"]["automountServiceAccountToken"] is False
+        assert pod.inputs["metadata"]["namespace"] == namespace
+        # ... and each pod after it, deleted before it.
+        assert (SERVICE_ACCOUNT, account.name) in typed_dependencies_of(result, pod), pod.name
+
+
 def test_pods_wait_for_readiness_within_the_configured_timeout(monkeypatch, demo_config):
     result = run(monkeypatch, demo_config)
     for pod in result.of_type(POD):
         request = result.request_of(pod)
         assert (request.customTimeouts.create, request.customTimeouts.update) == ("3m", "3m")
-        assert request.deleteBeforeReplace  # a fixed name cannot exist twice
+        assert request.deleteBeforeReplace  # maxPods: 1 leaves no room for the new pod beside the old
         assert "pulumi.com/skipAwait" not in pod.inputs["metadata"].get("annotations", {})
         assert "tolerations" not in pod.inputs["spec"]
+
+
+def deployed_pods(result: harness.ProgramRun) -> dict[str, dict]:
+    """Pulumi name of each Pod resource -> its metadata.name, nodeSelector and the probe looking for it."""
+    return {
+        pod.name: {
+            "pod": pod.inputs["metadata"]["name"],
+            "selector": pod.inputs["spec"]["nodeSelector"],
+            "probe": result.named(f"{pod.name}-probe").inputs["create"],
+        }
+        for pod in result.of_type(POD)
+    }
+
+
+def test_a_label_change_renames_that_pod_under_its_readable_prefix_and_nothing_else(monkeypatch, demo_config):
+    before = deployed_pods(run(monkeypatch, demo_config))
+    assert deployed_pods(run(monkeypatch, demo_config)) == before  # nothing changed: the same names
+    demo_config["hosts"][0]["kubelets"][2]["labels"] = {"numa-slot": "numa-a-2-green"}
+    after = deployed_pods(run(monkeypatch, demo_config))
+    # The same resources (so `pulumi preview --diff` shows a replacement of that Pod) ...
+    assert set(after) == set(before)
+    changed = {name for name in before if after[name] != before[name]}
+    assert changed == {"numa-demo-numa-a-numa2"}
+    old, new = before["numa-demo-numa-a-numa2"], after["numa-demo-numa-a-numa2"]
+    # ... whose new name cannot collide with the old pod's, and still reads as whose pod it is.
+    assert old["pod"] != new["pod"]
+    for pod in (old["pod"], new["pod"]):
+        prefix, digest = pod.rsplit("-", 1)
+        assert prefix == "numa-demo-numa-a-numa2" and len(digest) == 8, pod
+    assert new["selector"] == {"numa-slot": "numa-a-2-green"}
+    # The probe asks the host for the new pod.
+    assert f'labels."io.kubernetes.pod.name"=="{new["pod"]}"' in new["probe"]
+    assert old["pod"] not in new["probe"]
+
+
+def test_an_image_change_renames_every_pod(monkeypatch, demo_config):
+    before = deployed_pods(run(monkeypatch, demo_config))
+    demo_config["demo"]["image"] = "registry.k8s.io/pause:3.9"
+    after = deployed_pods(run(monkeypatch, demo_config))
+    assert all(after[name]["pod"] != before[name]["pod"] for name in before)
+    assert all(after[name]["pod"].startswith(name + "-") for name in before)
 
 
 @pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
@@ -167,13 +249,15 @@ def test_deployed_manifests_are_the_core_manifests_and_valid_kubernetes(monkeypa
     demo_config["demo"]["command"] = ["/usr/bin/sleep", "3600"]
     result = run(monkeypatch, demo_config)
     config = load_config(demo_config)
-    expected = {pod.name: pod.manifest() for pod in demo_pods(config, build_plan(config))}
-    deployed = [r for r in result.resources if r.type in (POD, NAMESPACE)]
-    assert len(deployed) == 9
+    expected = {pod.resource_name: pod.manifest() for pod in demo_pods(config, build_plan(config))}
+    deployed = [r for r in result.resources if r.type in (POD, NAMESPACE, SERVICE_ACCOUNT)]
+    assert len(deployed) == 10
     for resource in deployed:
         manifest = as_deployed(resource.inputs)
         if resource.type == POD:
             assert manifest == expected[resource.name]
+        elif resource.type == SERVICE_ACCOUNT:
+            assert manifest == service_account_manifest("numa-demo")
         else:
             assert manifest == namespace_manifest("numa-demo")
         kubernetes_validate.validate(manifest, version, strict=True)
@@ -189,8 +273,9 @@ def test_a_probe_per_pod_on_the_intended_kubelets_host(monkeypatch, demo_config)
     assert probe.inputs["connection"]["host"] == "192.0.2.11"
     script = probe.inputs["create"]
     assert "--address /run/containerd-numa2/containerd.sock -n k8s.io" in script
-    assert 'labels."io.kubernetes.pod.name"=="numa-demo-numa-b-numa2"' in script
-    assert probe.inputs["stdin"] == uid_of("numa-demo-numa-b-numa2")  # a new pod re-runs the probe
+    name = pod_names(demo_config)["numa-demo-numa-b-numa2"]
+    assert f'labels."io.kubernetes.pod.name"=="{name}"' in script
+    assert probe.inputs["stdin"] == uid_of(name)  # a new pod re-runs the probe
     assert "delete" not in probe.inputs  # nothing to undo
     assert probe.inputs["addPreviousOutputInEnv"] is False
 
@@ -201,10 +286,11 @@ def test_a_probe_per_pod_on_the_intended_kubelets_host(monkeypatch, demo_config)
 def test_placement_outputs_when_every_pod_is_in_place(monkeypatch, demo_config):
     result = run(monkeypatch, demo_config)
     placement = result.outputs["placement"]
-    assert [entry["pod"] for entry in placement] == [f"numa-demo-{n}" for n in node_names(demo_config)]
+    names = pod_names(demo_config)
+    assert [entry["pod"] for entry in placement] == [names[f"numa-demo-{n}"] for n in node_names(demo_config)]
     assert all(entry["ok"] for entry in placement)
     assert placement[1] == {
-        "pod": "numa-demo-numa-a-numa1",
+        "pod": names["numa-demo-numa-a-numa1"],
         "namespace": "numa-demo",
         "nodeSelector": {"numa-slot": "numa-a-1"},
         "nodeName": "numa-a-numa1",
@@ -223,7 +309,8 @@ def test_a_pod_on_the_wrong_kubelet_fails_the_update(monkeypatch, demo_config):
     with pytest.raises(pulumi.RunError) as failure:
         run(monkeypatch, demo_config, mocks)
     message = str(failure.value)
-    assert "demo pod numa-demo/numa-demo-numa-a-numa0 (nodeSelector {numa-slot: numa-a-0})" in message
+    name = pod_names(demo_config)["numa-demo-numa-a-numa0"]
+    assert f"demo pod numa-demo/{name} (nodeSelector {{numa-slot: numa-a-0}})" in message
     assert "landed on numa-a-numa3; intended numa-a-numa0" in message
     assert "saw: container cccccccccccc (pid 4000) on CPUs 1-7, memory nodes 0" in message
 
@@ -248,6 +335,7 @@ def test_no_demo_resources_when_the_demo_is_disabled(monkeypatch, cluster_config
         result = run(monkeypatch, config, ClusterMocks(lambda pod: None, lambda pod: ""))
         assert result.of_type(DEMO) == []
         assert result.of_type(POD) == [] and result.of_type(NAMESPACE) == []
+        assert result.of_type(SERVICE_ACCOUNT) == []
         assert [c for c in result.commands() if c.name.endswith("-probe")] == []
         assert set(result.outputs) == {"hosts", "kubeletRevisions"}  # no placement outputs
 

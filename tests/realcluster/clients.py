@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +16,18 @@ from numa_kubelets import cluster
 from tests.realcluster.controlplane import ControlPlane
 
 T = TypeVar("T")
+
+
+def closed_loopback_port() -> int:
+    """A loopback port nothing listens on (checked): an address this machine cannot reach."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+    except ConnectionRefusedError:
+        return port
+    raise AssertionError(f"something listens on 127.0.0.1:{port}, which was free a moment ago")
 
 
 def api_for(kubeconfig: Path) -> kube_client.ApiClient:

@@ -3,6 +3,7 @@
     python -m tests.testhost build                      # build (or reuse) the image
     python -m tests.testhost boot --port 2222           # boot, print connection details
     python -m tests.testhost boot --nodes "0,3,6;1,4,7;2,5"
+    python -m tests.testhost boot --port 2222 --kubelet .tools/bin/kubelet   # what `make testhost` runs
     python -m tests.testhost ssh [-- command ...]       # interactive or one command
     python -m tests.testhost status
     python -m tests.testhost stop
@@ -19,7 +20,7 @@ import sys
 from pathlib import Path
 
 from . import recipe
-from .host import DEFAULT_MEMORY_MIB, TestHost, boot
+from .host import DEFAULT_MEMORY_MIB, GUEST_KUBELET, TestHost, boot
 from .image import DEFAULT_CACHE_DIR, ensure_image
 from .tools import TestHostError, require_tools
 from .topology import ORIGIN, Topology
@@ -54,6 +55,13 @@ def main(argv: list[str] | None = None) -> int:
         default=DEFAULT_MEMORY_MIB,
         help="MiB of guest memory, split evenly over the nodes (default: %(default)s)",
     )
+    boot_parser.add_argument(
+        "--kubelet",
+        type=Path,
+        default=None,
+        help=f"a kubelet binary of this machine to install in the guest at {GUEST_KUBELET}, where the"
+        " dev stack's kubeletPath points (the image ships none)",
+    )
     ssh_parser = commands.add_parser("ssh", help="ssh into the running test host")
     ssh_parser.add_argument(
         "remote_command", nargs=argparse.REMAINDER, help="command to run instead of a shell (after --)"
@@ -69,9 +77,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"image: {image.directory}\nhostKey: {image.host_key}\nkey: {image.key_path}")
         elif args.command == "boot":
             _refuse_if_running(workdir)
+            if args.kubelet is not None and not args.kubelet.is_file():
+                raise TestHostError(f"--kubelet {args.kubelet}: no such file (`make tools` builds .tools/bin/kubelet)")
             host = boot(
                 args.nodes, workdir, args.port, cache_dir=args.cache_dir, suite=args.suite, memory_mib=args.memory
             )
+            if args.kubelet is not None:
+                host.install_executable(args.kubelet, GUEST_KUBELET)
+                print(f"kubelet:  {args.kubelet} installed at {GUEST_KUBELET}")
             _print_details(host)
         elif args.command == "ssh":
             _exec_ssh(_running_host(workdir), args.remote_command)

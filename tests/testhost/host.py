@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shlex
 import socket
 import sys
 import time
@@ -29,6 +30,9 @@ DEFAULT_MEMORY_MIB = 2048
 # Measured boot to SSH is 22-25 s on 2 host cores; a loaded CI machine gets slack.
 DEFAULT_BOOT_TIMEOUT = 300.0
 STATE_FILE = "testhost.json"
+# Where a test host keeps the kubelet this machine built (the image ships none): the dev stack's
+# kubeletPath (Pulumi.dev.yaml), and where the real-host tier copies it.
+GUEST_KUBELET = "/usr/local/bin/kubelet"
 
 
 @dataclass
@@ -65,6 +69,16 @@ class TestHost:
     ) -> RunResult:
         """Run `script` with `bash -c` as root; `timeout` is the longest silence tolerated."""
         return self._ssh.run(script, stdin=stdin, check=check, timeout=timeout)
+
+    def install_executable(self, binary: Path, guest_path: str) -> None:
+        """Copy a program of this machine into the guest at `guest_path`, atomically (a copy cut
+        short leaves the old file, never half a binary). About 6 MB/s under TCG."""
+        target = shlex.quote(guest_path)
+        directory = shlex.quote(guest_path.rsplit("/", 1)[0] or "/")
+        self.run(
+            f"mkdir -p {directory} && cat > {target}.tmp && chmod 0755 {target}.tmp && mv -f {target}.tmp {target}",
+            stdin=binary.read_bytes(),
+        )
 
     def disconnect(self) -> None:
         """Drop the SSH connection; the next `run` opens a new one."""

@@ -280,3 +280,31 @@ def test_journal_command_names_the_host_and_unit():
     assert cluster.journal_command(host, host.kubelets[1]) == (
         "ssh -p 2222 deploy@192.0.2.10 journalctl -u kubelet@numa1.service -n 100 --no-pager"
     )
+
+
+# ---------------------------------------------------------------- errors of reaching the API server
+
+
+def test_an_unreachable_api_names_the_address_the_cause_and_the_setting():
+    from numa_kubelets.cluster import unreachable_api_message, unusable_credential_message
+
+    assert unreachable_api_message("cluster preflight", "https://127.0.0.1:6443", "connection refused", True) == (
+        "cluster preflight: cannot reach the Kubernetes API at https://127.0.0.1:6443: connection refused; "
+        "check numa-kubelets:kubeconfig"
+    )
+    assert unreachable_api_message("Node n", None, "timed out", False) == (
+        "Node n: cannot reach the Kubernetes API: timed out; "
+        "check the ambient KUBECONFIG (numa-kubelets:kubeconfig is not set)"
+    )
+    assert unusable_credential_message("cluster preflight", "it is not valid YAML", True) == (
+        "cluster preflight: the stack's credential cannot be used: it is not valid YAML; check numa-kubelets:kubeconfig"
+    )
+
+
+def test_kube_dns_gives_the_address_unless_it_is_missing_or_headless():
+    from numa_kubelets.cluster import ClusterDnsUnknown, kube_dns_address
+
+    assert kube_dns_address("10.96.0.10") == "10.96.0.10"
+    for missing in (None, "", "None"):
+        with pytest.raises(ClusterDnsUnknown, match=r"set numa-kubelets:cluster\.dns"):
+            kube_dns_address(missing)

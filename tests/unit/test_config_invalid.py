@@ -8,6 +8,7 @@ either way no plan is produced.
 from __future__ import annotations
 
 import copy
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from numa_kubelets.config import ConfigError, load_config
+from numa_kubelets.config import ConfigError, load_config, load_stack_values, plaintext_secret_problems
 from numa_kubelets.plan import build_plan
 from tests.unit.builders import BOOTSTRAP_TOKEN, CA_CERT, origin_config, origin_host, with_cluster
 
@@ -837,3 +838,41 @@ def test_a_typo_does_not_hide_what_is_wrong_inside_a_well_formed_host():
         load_config(config)
     paths = {problem.path for problem in failure.value.problems}
     assert paths == {"demo.enabld", "hosts[0].numaNodes[1].cpus"}
+
+
+# ---------------------------------------------------------------- secrets given in plain text
+
+
+def as_pulumi_values(raw: Raw) -> dict[str, str]:
+    """The config as the engine hands it over: strings, structured values as JSON."""
+    return {key: value if isinstance(value, str) else json.dumps(value) for key, value in raw.items()}
+
+
+@pytest.mark.parametrize("key", ["sshPrivateKey", "bootstrapToken", "kubeconfig"])
+def test_a_secret_key_in_plain_text_is_refused_naming_the_command(key):
+    raw = with_cluster(base_config())
+    raw["sshPrivateKey"] = "-----BEGIN OPENSSH PRIVATE KEY-----\nkey\n-----END OPENSSH PRIVATE KEY-----\n"
+    raw["kubeconfig"] = "apiVersion: v1\nkind: Config\n"
+    values = as_pulumi_values(raw)
+    encrypted = {"sshPrivateKey", "bootstrapToken", "kubeconfig"} - {key}
+    with pytest.raises(ConfigError) as failure:
+        load_stack_values(values, encrypted)
+    [problem] = failure.value.problems
+    assert problem.path == key
+    assert f"pulumi config set --secret numa-kubelets:{key}" in problem.message
+    assert values[key] not in str(failure.value)
+    # The same values, each held as a secret: taken.
+    assert load_stack_values(values, encrypted | {key}).bootstrap_token is not None
+
+
+def test_plain_secrets_are_reported_with_every_other_problem():
+    raw = with_cluster(base_config())
+    raw["hosts"][0]["sshPort"] = 0
+    with pytest.raises(ConfigError) as failure:
+        load_stack_values(as_pulumi_values(raw), set())
+    assert [p.path for p in failure.value.problems] == ["bootstrapToken", "hosts[0].sshPort"]
+
+
+def test_keys_that_are_not_secrets_need_no_encryption():
+    assert plaintext_secret_problems(["hosts", "cluster", "sshPrivateKeyPath", "demo"], set()) == []
+    assert plaintext_secret_problems(["kubeconfig"], {"kubeconfig"}) == []

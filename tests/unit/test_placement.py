@@ -1,6 +1,8 @@
 """Demo pods, their validation, the host probe and the placement verdict (numa_kubelets/placement.py)."""
 
+import dataclasses
 import os
+import re
 import shlex
 import subprocess
 from pathlib import Path
@@ -21,6 +23,8 @@ from numa_kubelets.placement import (
     parse_probe_output,
     probe_scripts,
     selector_problems,
+    service_account_manifest,
+    spec_hash,
 )
 from numa_kubelets.plan import build_plan
 from tests.unit.builders import origin_config, origin_host, with_cluster
@@ -54,14 +58,17 @@ def origin():
 # ---------------------------------------------------------------- pods and manifests
 
 
+POD_NAME = re.compile(r"(?P<prefix>numa-demo-[a-z0-9-]+)-(?P<hash>[0-9a-f]{8})")
+
+
 def test_one_pod_per_kubelet_selected_by_its_labels(origin):
     _plan, red, blue = origin
-    assert (red.name, red.kubelet.node_name) == ("numa-demo-numa-a-numa0", "numa-a-numa0")
+    assert (red.resource_name, red.kubelet.node_name) == ("numa-demo-numa-a-numa0", "numa-a-numa0")
     assert red.selector == {"numa-type": "red"}
-    assert (blue.name, blue.selector) == ("numa-demo-numa-a-numa1", {"numa-type": "blue"})
+    assert (blue.resource_name, blue.selector) == ("numa-demo-numa-a-numa1", {"numa-type": "blue"})
     manifest = red.manifest()
     assert manifest["metadata"] == {
-        "name": "numa-demo-numa-a-numa0",
+        "name": red.name,
         "namespace": "numa-demo",
         "labels": {
             "app.kubernetes.io/name": "numa-demo",
@@ -76,6 +83,61 @@ def test_one_pod_per_kubelet_selected_by_its_labels(origin):
     assert container["image"] == "registry.k8s.io/pause:3.10"
     assert "command" not in container  # the image's own entrypoint
     assert container["resources"]["requests"] == {"cpu": "10m", "memory": "16Mi"}
+
+
+def test_pods_run_as_their_own_service_account_without_an_api_token(origin):
+    # Not the namespace's `default`: the controller manager makes it some time after the namespace,
+    # and the API server refuses a pod whose ServiceAccount does not exist yet. The stack makes this one.
+    _plan, red, blue = origin
+    for pod in (red, blue):
+        spec = pod.manifest()["spec"]
+        assert spec["serviceAccountName"] == "numa-demo"
+        assert spec["automountServiceAccountToken"] is False
+        assert "serviceAccount" not in spec  # the deprecated alias
+    assert service_account_manifest("numa-demo") == {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {
+            "name": "numa-demo",
+            "namespace": "numa-demo",
+            "labels": {"app.kubernetes.io/name": "numa-demo", "app.kubernetes.io/managed-by": "numa-kubelets"},
+        },
+        "automountServiceAccountToken": False,
+    }
+
+
+def test_a_pod_is_named_after_its_kubelet_and_a_hash_of_its_spec(origin):
+    _plan, red, blue = origin
+    match = POD_NAME.fullmatch(red.name)
+    assert match is not None and match["prefix"] == red.resource_name == "numa-demo-numa-a-numa0"
+    assert match["hash"] == spec_hash(red.manifest()["spec"])
+    assert red.name != blue.name and blue.name.startswith("numa-demo-numa-a-numa1-")
+    assert red.probe_name == "numa-demo-numa-a-numa0-probe"  # the probe's Pulumi name stays readable
+
+
+def test_the_same_spec_gives_the_same_name_and_another_spec_another_name(origin):
+    _plan, red, _ = origin
+    config, again = loaded(origin_with_colors())
+    assert demo_pods(config, again)[0].name == red.name  # nothing changed, nothing renamed
+    green = tuple((key, "green" if key == "numa-type" else value) for key, value in red.kubelet.labels)
+    changes = {
+        "selector": dataclasses.replace(red, kubelet=dataclasses.replace(red.kubelet, labels=green)),
+        "image": dataclasses.replace(red, image="quay.io/fedora/fedora:41"),
+        "command": dataclasses.replace(red, command=("/usr/bin/sleep", "3600")),
+    }
+    names = {what: pod.name for what, pod in changes.items()}
+    for what, name in names.items():
+        assert name != red.name, what
+        assert name.startswith(red.resource_name + "-"), what
+    assert len(set(names.values())) == len(names)
+    # The readiness timeout is no part of the pod: the same name.
+    assert dataclasses.replace(red, ready_timeout="1h").name == red.name
+
+
+def test_the_hash_ignores_key_order_only():
+    assert spec_hash({"a": 1, "b": [1, 2]}) == spec_hash({"b": [1, 2], "a": 1})
+    assert spec_hash({"a": 1, "b": [1, 2]}) != spec_hash({"a": 1, "b": [2, 1]})
+    assert re.fullmatch(r"[0-9a-f]{8}", spec_hash({}))
 
 
 def test_kubelets_without_labels_are_selected_by_host_and_numa_node():
@@ -93,6 +155,7 @@ def test_configured_image_command_and_namespace():
     )
     manifest = demo_pods(config, plan)[0].manifest()
     assert manifest["metadata"]["namespace"] == "placement"
+    assert service_account_manifest("placement")["metadata"]["namespace"] == "placement"
     assert manifest["spec"]["containers"][0]["image"] == "quay.io/fedora/fedora:41"
     assert manifest["spec"]["containers"][0]["command"] == ["/usr/bin/sleep", "3600"]
 
@@ -107,7 +170,8 @@ def test_no_pods_without_the_demo():
 @pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
 def test_manifests_validate_against_the_kubernetes_schema(version):
     config, plan = loaded(origin_with_colors(command=["/usr/bin/sleep", "3600"]))
-    manifests = [pod.manifest() for pod in demo_pods(config, plan)] + [namespace_manifest("numa-demo")]
+    manifests = [pod.manifest() for pod in demo_pods(config, plan)]
+    manifests += [namespace_manifest("numa-demo"), service_account_manifest("numa-demo")]
     for manifest in manifests:
         kubernetes_validate.validate(manifest, version, strict=True)
 
@@ -206,7 +270,7 @@ def test_a_pod_where_it_should_be_is_ok(origin):
     verdict = judge_placement(red, StackKubelets(plan), "numa-a-numa0", reading("1-3", "0"))
     assert verdict.ok, verdict.reasons
     assert verdict.output() == {
-        "pod": "numa-demo-numa-a-numa0",
+        "pod": red.name,
         "namespace": "numa-demo",
         "nodeSelector": {"numa-type": "red"},
         "nodeName": "numa-a-numa0",
@@ -292,7 +356,7 @@ def test_the_failure_message_names_the_pod_where_it_landed_and_what_was_seen(ori
     verdict = judge_placement(red, StackKubelets(plan), "numa-a-numa1", reading("5-7", "1", container="c0ffee"))
     message = verdict.failure_message()
     assert message.splitlines()[:3] == [
-        "demo pod numa-demo/numa-demo-numa-a-numa0 (nodeSelector {numa-type: red}) is not where it should be:",
+        f"demo pod numa-demo/{red.name} (nodeSelector {{numa-type: red}}) is not where it should be:",
         "  landed on numa-a-numa1; intended numa-a-numa0 (host numa-a, NUMA node 0, CPUs 1-3, memory node 0)",
         "  host numa-a (containerd@numa0.service) saw: container c0ffee (pid 4242) on CPUs 5-7, memory nodes 1",
     ]
@@ -340,15 +404,22 @@ def run_probe(script: str, uid: str) -> subprocess.CompletedProcess:
     return subprocess.run(["sh", "-c", script], input=uid, capture_output=True, text=True)
 
 
+def origin_pod_name() -> str:
+    """The name of numa-a-numa0's pod (its spec's hash: the containerd path is no part of it)."""
+    config, plan = loaded(origin_with_colors())
+    return demo_pods(config, plan)[0].name
+
+
 def test_probe_reports_each_running_container_of_the_pod(probe_setup):
     directory, script = probe_setup
+    pod_name = origin_pod_name()
     with subprocess.Popen(["sleep", "60"]) as sleeper:
         try:
             fake_ctr(
                 directory,
                 filter_text=(
                     'labels."io.kubernetes.pod.namespace"=="numa-demo",'
-                    'labels."io.kubernetes.pod.name"=="numa-demo-numa-a-numa0",'
+                    f'labels."io.kubernetes.pod.name"=="{pod_name}",'
                     'labels."io.cri-containerd.kind"=="container",'
                     f'labels."io.kubernetes.pod.uid"=="{UID}"'
                 ),
@@ -373,10 +444,11 @@ def test_probe_reports_each_running_container_of_the_pod(probe_setup):
 
 def test_probe_refuses_a_missing_uid(probe_setup):
     directory, script = probe_setup
+    pod_name = origin_pod_name()
     fake_ctr(directory, filter_text="", tasks="")
     result = run_probe(script, "")
     assert result.returncode == 1
-    assert "expected the uid of pod numa-demo/numa-demo-numa-a-numa0 on host numa-a on stdin" in result.stderr
+    assert f"expected the uid of pod numa-demo/{pod_name} on host numa-a on stdin" in result.stderr
 
 
 def test_probe_fails_clearly_when_containerd_cannot_be_reached(probe_setup):

@@ -14,7 +14,7 @@ import pytest
 
 from numa_kubelets.plan import SHARED_DEVICE_PLUGINS_DIR, Plan
 from numa_kubelets.render import HOST_SERVICE_UNITS, bootstrap_kubeconfig
-from numa_kubelets.scripts import PRELUDE, RUNTIME_CONTROL_DIR, bootstrap_kubeconfig_stdin
+from numa_kubelets.scripts import PRELUDE, READ_STDIN_TO_THE_END, RUNTIME_CONTROL_DIR, bootstrap_kubeconfig_stdin
 from tests.unit.builders import (
     BOOTSTRAP_TOKEN,
     host_scripts,
@@ -356,3 +356,15 @@ def test_write_file_with_changed_mode_leaves_the_marker(tmp_path, shell):
     write(shell, tmp_path, target, "#!/bin/sh\n", mode="0755")
     assert marker.exists()
     assert target.stat().st_mode & 0o777 == 0o755
+
+
+@pytest.mark.parametrize("plan_name", ["origin", "cluster"])
+def test_a_kubelet_remove_script_given_the_bootstrap_kubeconfig_reads_it_away_first(plan_name):
+    """With a cluster the kubelet's command has stdin, which pulumi-command gives its delete too:
+    the script takes all of it before anything else (a command that exits without it can fail
+    with EOF: READ_STDIN_TO_THE_END). Without a cluster there is no stdin to read."""
+    plan = PLANS[plan_name]
+    for kubelet in plan.kubelets:
+        delete = host_scripts(plan)[f"numa-a {kubelet.layout.instance} kubelet"].delete
+        body = delete.split(PRELUDE, 1)[1]
+        assert body.startswith(READ_STDIN_TO_THE_END) == (plan.cluster is not None), body[:200]

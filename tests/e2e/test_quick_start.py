@@ -1,0 +1,102 @@
+"""The README's Quick start, run as written, under the real engine against the emulated origin machine.
+
+`make testhost` boots the origin machine (2 NUMA nodes, CPUs 0-3 and 4-7) on 127.0.0.1:2222 with
+the built kubelet at the dev stack's kubeletPath; this test does the same, then runs the Quick
+start's commands with the built CLI, its Python language host and the plugin cache of
+`make tools` (tools/pulumi-env.sh): `pulumi stack init dev`, `pulumi preview --diff`, `pulumi up`,
+`pulumi preview --expect-no-changes`, `pulumi destroy`, in a copy of this repository's project
+(Pulumi.yaml, Pulumi.dev.yaml and the program, byte for byte: `stack init` writes the passphrase's
+salt into the stack file, which must not touch the checkout). It checks the machine after `up`
+and after `destroy` as the real-host tier does.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests import realtools
+from tests.integration.hostcheck import DEV_STACK_CREATED_PATHS, DEV_STACK_UNITS, HostView
+from tests.testhost.fixtures import testhost_image  # noqa: F401  (a fixture)
+from tests.testhost.host import GUEST_KUBELET, TestHost, boot
+from tests.testhost.image import Image
+from tests.testhost.topology import ORIGIN
+
+# The last family it needs: the CLI, its language host and the plugin doubles (pulumi) come
+# after the kubelet. A stack without a cluster loads no kubernetes provider.
+pytestmark = pytest.mark.realtools("pulumi")
+
+# Where Pulumi.dev.yaml points (and `make testhost` boots): the test must not choose another.
+DEV_STACK_PORT = 2222
+
+
+@pytest.fixture(scope="module")
+def origin_machine(testhost_image: Image, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestHost]:  # noqa: F811
+    """The machine `make testhost` boots: the origin topology on the dev stack's port, with the kubelet."""
+    realtools.require("kubelet")
+    host = boot(ORIGIN, tmp_path_factory.mktemp("quick-start-host"), DEV_STACK_PORT, image=testhost_image)
+    try:
+        host.install_executable(realtools.TOOLS_BIN / "kubelet", GUEST_KUBELET)
+        yield host
+    finally:
+        host.shutdown()
+
+
+@pytest.fixture(scope="module")
+def project(testhost_image: Image, tmp_path_factory: pytest.TempPathFactory) -> Path:  # noqa: F811
+    """A copy of this repository's project, with its `.testhost` (the test host's login key, where
+    Pulumi.dev.yaml's sshPrivateKeyPath looks) and `.venv`."""
+    directory = realtools.copy_project(tmp_path_factory.mktemp("quick-start") / "numa-kubelets", "Pulumi.dev.yaml")
+    (directory / ".testhost").symlink_to(testhost_image.key_path.parent, target_is_directory=True)
+    assert (directory / ".testhost" / "id_ed25519").is_file(), "Pulumi.dev.yaml's key is not the test host's"
+    return directory
+
+
+def quick_start(env: dict[str, str], project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """One command of the Quick start, as a user types it (non-interactive: no prompt to answer)."""
+    result = realtools.pulumi_cli(env, project, *args, timeout=1200)
+    assert result.returncode == 0, (
+        f"pulumi {' '.join(args)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}"
+    )
+    return result
+
+
+def test_the_quick_start_runs_as_written(origin_machine: TestHost, project: Path, tmp_path: Path) -> None:
+    realtools.require("pulumi", "pulumi-language-python")
+    realtools.require_plugin("command", realtools.pins()["pulumi-command"])
+    (tmp_path / "state").mkdir()
+    env = realtools.pulumi_env(tmp_path / "state")
+    view = HostView(origin_machine)
+
+    quick_start(env, project, "stack", "init", "dev")
+    preview = quick_start(env, project, "preview", "--diff")
+    # A fresh stack: every component and command to create, each script named by its first line.
+    assert "numa-kubelets:index:NumaHost" in preview.stdout and "command:remote:Command" in preview.stdout
+    assert "numa0.slice on host numa-a: CPUs 1-3, memory node 0" in preview.stdout, preview.stdout
+    assert "numa1.slice on host numa-a: CPUs 5-7, memory node 1" in preview.stdout
+    assert "+ 14 to create" in preview.stdout, preview.stdout
+    assert not view.exists("/etc/systemd/system/numa0.slice"), "a preview changed the host"
+
+    quick_start(env, project, "up", "--yes")
+    assert (view.effective("numa0.slice", "cpus"), view.effective("numa0.slice", "mems")) == ("1-3", "0")
+    assert (view.effective("numa1.slice", "cpus"), view.effective("numa1.slice", "mems")) == ("5-7", "1")
+    assert view.process_status(1)["Cpus_allowed_list"] == "0,4"
+    view.assert_runtimes_and_kubelets_confined({0: "1-3", 1: "5-7"})
+    main_pids = {unit: view.main_pid(unit) for unit in DEV_STACK_UNITS}
+
+    outputs = quick_start(env, project, "stack", "output", "hosts", "--json").stdout
+    assert '"numa-a-numa0"' in outputs and '"numa-a-numa1"' in outputs
+
+    # Applied and unchanged: the preview finds nothing to do, and nothing was restarted.
+    quick_start(env, project, "preview", "--expect-no-changes")
+    assert {unit: view.main_pid(unit) for unit in DEV_STACK_UNITS} == main_pids
+
+    quick_start(env, project, "destroy", "--yes")
+    for path in DEV_STACK_CREATED_PATHS:
+        assert not view.exists(path), path
+    assert view.sh("systemctl list-units --all --plain --no-legend 'kubelet@*' 'containerd@*' 'numa*.slice'") == ""
+    for pid in (1, view.pid_of("sshd")):
+        assert view.process_status(pid)["Cpus_allowed_list"] == "0-7"
