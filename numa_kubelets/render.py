@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from . import network, reservations
+from . import hugepages, network, reservations
 from .cluster import registration_labels
 from .plan import (
     POD_NETNS_DIR,
@@ -419,7 +419,8 @@ def namespace_script(kubelet: KubeletPlan) -> HostFile:
     systemd's BindPaths= would make the unit's mounts a slave of the host's: the volumes the
     kubelet mounts for pods (projected service-account tokens, secrets) would then never reach
     the host or containerd. `unshare --propagation unchanged` keeps the kubelet's root dir a
-    peer of the host's, and only the device-plugins bind, over a private mount point, stays here.
+    peer of the host's; only the device-plugins bind, over a private mount point, and the
+    hugepage view below a slave /sys (hugepages.py) stay here.
     """
     layout = kubelet.layout
     return HostFile(
@@ -429,6 +430,7 @@ def namespace_script(kubelet: KubeletPlan) -> HostFile:
         + "set -eu\n"
         + f"mount --bind {layout.device_plugins_dir} {SHARED_DEVICE_PLUGINS_DIR}\n"
         + f"mount --make-private {SHARED_DEVICE_PLUGINS_DIR}\n"
+        + hugepages.view_shell(kubelet.numa_node)
         + 'exec "$@"\n',
         mode="0755",
     )

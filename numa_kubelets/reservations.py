@@ -1,13 +1,16 @@
 """What a NUMA kubelet reserves of the machine, from the host's memory facts (DESIGN.md section 6).
 
-A kubelet reports the whole machine as capacity and subtracts every hugepage of the machine
-from allocatable memory by itself. So that allocatable memory is its own node's:
+A kubelet reports the whole machine's memory as capacity. Its hugepages are already its own
+node's (hugepages.py: in its mount namespace the machine's pools are node N's, the other nodes'
+read as empty), and it subtracts those from allocatable memory by itself. So that allocatable
+memory is its own node's memory minus its own pools:
 
-    systemReserved.memory = MemTotal - Mem_n - sum over k != n of HugePages_k
+    systemReserved.memory = MemTotal - Mem_n
 
 With the Static memory manager, `reservedMemory` must sum, to the byte, to systemReserved +
-kubeReserved + evictionHard memory: every other node k is reserved up to Mem_k - HugePages_k
-(all the memory manager can hand out there), the own node takes the rest.
+kubeReserved + evictionHard memory: every other node k is reserved whole, Mem_k (its pools read
+as empty in the kubelet's view, so that is all the memory manager sees there), the own node takes
+the rest.
 
 The memory facts are only known on the host, when the kubelet starts: the arithmetic is here
 twice, as pure Python (tested on sysfs fixtures) and as the POSIX shell the host runs
@@ -42,6 +45,7 @@ class NodeMemory:
 class MemoryReservation:
     system_reserved_kib: int
     reserved_memory: tuple[tuple[int, int], ...] | None  # (NUMA node, bytes) with the Static memory manager
+    own_hugepages: tuple[tuple[int, int], ...] = ()  # the own node's pools (page size in KiB, pages)
 
 
 class ReservationError(ValueError):
@@ -84,21 +88,21 @@ def memory_reservation(
     """
     by_id = {node.node: node for node in nodes}
     others = [node for node in nodes if node.node != own]
-    system_reserved = total_kib * 1024 - by_id[own].total_kib * 1024 - sum(node.hugepage_bytes for node in others)
+    system_reserved = total_kib * 1024 - by_id[own].total_kib * 1024
     if static_extra_bytes is None:
         return MemoryReservation(system_reserved // 1024, None)
     entries = []
     remainder = system_reserved + static_extra_bytes
     for node in sorted(others, key=lambda n: n.node):
-        usable = node.total_kib * 1024 - node.hugepage_bytes
-        if usable > 0:
-            entries.append((node.node, usable))
-            remainder -= usable
+        whole = node.total_kib * 1024
+        if whole > 0:
+            entries.append((node.node, whole))
+            remainder -= whole
     if remainder < 0:
         raise ReservationError(f"the other NUMA nodes hold more memory than MemTotal accounts for ({remainder} bytes)")
     if remainder > 0:
         entries.append((own, remainder))
-    return MemoryReservation(system_reserved // 1024, tuple(sorted(entries)))
+    return MemoryReservation(system_reserved // 1024, tuple(sorted(entries)), by_id[own].hugepages)
 
 
 def reservation_dropin(reserved_cpus: int, reservation: MemoryReservation) -> dict[str, Any]:
@@ -116,10 +120,19 @@ def reservation_dropin(reserved_cpus: int, reservation: MemoryReservation) -> di
 
 
 def memory_manager_identity(reservation: MemoryReservation) -> str:
-    """What a memory_manager_state file belongs to (the policy and the reserved memory per node)."""
+    """What a memory_manager_state file belongs to: the policy, the reserved memory per node and
+    the own node's pools (the state records them; the kubelet refuses a state whose pools differ
+    from what it reads, e.g. after they changed across a reboot). Pools in the order of their
+    sysfs directory names, as the host's shell globs them."""
     if reservation.reserved_memory is None:
         return "None"
-    return "Static reservedMemory=" + ",".join(f"{node}:{size}" for node, size in reservation.reserved_memory)
+    pools = sorted(reservation.own_hugepages, key=lambda pool: f"hugepages-{pool[0]}kB")
+    return (
+        "Static reservedMemory="
+        + ",".join(f"{node}:{size}" for node, size in reservation.reserved_memory)
+        + " hugepages="
+        + ",".join(f"{size}kB:{pages}" for size, pages in pools)
+    )
 
 
 def parse_hugepage_report(stdout: str | None) -> dict[str, int]:
@@ -150,18 +163,6 @@ node_kib() {
   require_number "$kib" "MemTotal of NUMA node $1"
   echo "$kib"
 }
-hugepage_bytes() {
-  bytes=0
-  for pool in "$node_root/node$1"/hugepages/hugepages-*kB; do
-    [ -e "$pool/nr_hugepages" ] || continue
-    size_kib=${pool##*/hugepages-}
-    size_kib=${size_kib%kB}
-    pages=$(cat "$pool/nr_hugepages")
-    require_number "$pages" "$pool/nr_hugepages"
-    bytes=$((bytes + size_kib * 1024 * pages))
-  done
-  echo "$bytes"
-}
 """
 
 
@@ -173,10 +174,8 @@ def reservation_shell(own: int, node_ids: Sequence[int], static_extra_bytes: int
         'total_kib=$(awk \'$1 == "MemTotal:" { print $2 }\' "$meminfo")\n',
         'require_number "$total_kib" "MemTotal of $meminfo"\n',
         f"own_kib=$(node_kib {own})\n",
-        "other_hugepage_bytes=0\n",
+        "system_reserved_bytes=$((total_kib * 1024 - own_kib * 1024))\n",
     ]
-    lines += [f"other_hugepage_bytes=$((other_hugepage_bytes + $(hugepage_bytes {node})))\n" for node in others]
-    lines.append("system_reserved_bytes=$((total_kib * 1024 - own_kib * 1024 - other_hugepage_bytes))\n")
     lines.append("system_reserved_kib=$((system_reserved_bytes / 1024))\n")
     if static_extra_bytes is None:
         lines.append("reserved_memory_yaml=\nmemory_identity=None\n")
@@ -193,8 +192,8 @@ def reservation_shell(own: int, node_ids: Sequence[int], static_extra_bytes: int
     ]
     for node in others:
         lines.append(
-            f"usable=$(( $(node_kib {node}) * 1024 - $(hugepage_bytes {node}) ))\n"
-            f'if [ "$usable" -gt 0 ]; then remainder=$((remainder - usable)); fi\n'
+            f"whole=$(( $(node_kib {node}) * 1024 ))\n"
+            f'if [ "$whole" -gt 0 ]; then remainder=$((remainder - whole)); fi\n'
         )
     lines.append(
         'if [ "$remainder" -lt 0 ]; then\n'
@@ -206,10 +205,19 @@ def reservation_shell(own: int, node_ids: Sequence[int], static_extra_bytes: int
             lines.append(f'if [ "$remainder" -gt 0 ]; then add_entry {own} "$remainder"; fi\n')
         else:
             lines.append(
-                f"usable=$(( $(node_kib {node}) * 1024 - $(hugepage_bytes {node}) ))\n"
-                f'if [ "$usable" -gt 0 ]; then add_entry {node} "$usable"; fi\n'
+                f'whole=$(( $(node_kib {node}) * 1024 ))\nif [ "$whole" -gt 0 ]; then add_entry {node} "$whole"; fi\n'
             )
-    lines.append('memory_identity="Static reservedMemory=$entries"\n')
+    lines += [
+        "pools=\n",
+        f'for pool in "$node_root/node{own}"/hugepages/hugepages-*kB; do\n',
+        '  [ -e "$pool/nr_hugepages" ] || continue\n',
+        "  size_kib=${pool##*/hugepages-}\n",
+        '  pages=$(cat "$pool/nr_hugepages")\n',
+        '  require_number "$pages" "$pool/nr_hugepages"\n',
+        '  pools="${pools:+$pools,}$size_kib:$pages"\n',
+        "done\n",
+        'memory_identity="Static reservedMemory=$entries hugepages=$pools"\n',
+    ]
     return "".join(lines)
 
 

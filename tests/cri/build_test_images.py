@@ -26,7 +26,8 @@ from typing import BinaryIO
 
 PAUSE_IMAGE = "numa-kubelets.test/pause:busybox"
 WORKLOAD_IMAGE = "numa-kubelets.test/workload:busybox"
-APPLETS = ("sh", "sleep", "cat", "ls", "echo", "true")
+# fallocate: a hugepage pod takes its pages from a hugetlbfs volume (write(2) is refused there).
+APPLETS = ("sh", "sleep", "cat", "ls", "echo", "true", "fallocate")
 IMAGES = {
     # archive name: (reference, Cmd)
     "pause.tar": (PAUSE_IMAGE, ["/bin/sleep", "2147483647"]),

@@ -134,6 +134,11 @@ def sysfs_node_memory_bytes(view: HostView, numa: int) -> int:
     return int(line.split()[3]) * 1024
 
 
+def sysfs_pool_pages(view: HostView, numa: int, counter: str = "nr_hugepages") -> int:
+    """Node `numa`'s 2 MiB pool as the host's sysfs has it."""
+    return int(view.sh(f"cat /sys/devices/system/node/node{numa}/hugepages/hugepages-{HUGEPAGE_KIB}kB/{counter}"))
+
+
 def sysfs_hugepage_bytes(view: HostView, numa: int) -> int:
     total = 0
     for pool in view.sh(f"ls /sys/devices/system/node/node{numa}/hugepages").split():
@@ -347,10 +352,115 @@ def test_allocatable_is_the_numa_nodes_share_to_the_byte(joined):
             f"node {numa}: allocatable {allocatable['memory']}, expected {expected_memory} "
             f"(MemTotal {own_memory} - hugepages {own_hugepages} - evictionHard {EVICTION_HARD_MEMORY_BYTES})"
         )
-        # Capacity stays machine-wide, as upstream documents.
+        # CPU and memory capacity stay machine-wide, as upstream documents.
         assert int(capacity["cpu"]) == machine_cpus
         assert quantity_bytes(capacity["memory"]) == machine_memory
+        # Hugepages are the node's own: each page size the kernel offers, at this node's pool.
+        for size_kib in hugepage_sizes_kib(view):
+            own_pool = int(
+                view.sh(f"cat /sys/devices/system/node/node{numa}/hugepages/hugepages-{size_kib}kB/nr_hugepages")
+            )
+            resource = f"hugepages-{size_kib // 1024}Mi" if size_kib < 1048576 else f"hugepages-{size_kib // 1048576}Gi"
+            for reported in (capacity, allocatable):
+                assert quantity_bytes(reported.get(resource, "0")) == own_pool * size_kib * 1024, (numa, resource)
+    assert sysfs_pool_pages(view, HUGEPAGE_NODE) == HUGEPAGES and sysfs_pool_pages(view, 1 - HUGEPAGE_NODE) == 0
     TIMINGS.append((f"real cluster: hugepages on node {HUGEPAGE_NODE}: {HUGEPAGES} x {HUGEPAGE_KIB} KiB", 0.0))
+
+
+def hugepage_sizes_kib(view: HostView) -> list[int]:
+    pools = view.sh("ls /sys/kernel/mm/hugepages").split()
+    return sorted(int(pool.removeprefix("hugepages-").removesuffix("kB")) for pool in pools)
+
+
+def machine_pool_in(view: HostView, pid: int, path: str) -> int:
+    """A pool counter as process `pid`'s mount namespace sees it."""
+    return int(view.sh(f"nsenter -t {int(pid)} -m cat {q(path)}"))
+
+
+def test_each_kubelet_sees_its_own_nodes_hugepages_and_nothing_else_does(joined):
+    """The hugepage view lives in each kubelet's mount namespace only (numa_kubelets/hugepages.py)."""
+    view = joined["view"]
+    machine = f"/sys/kernel/mm/hugepages/hugepages-{HUGEPAGE_KIB}kB/nr_hugepages"
+    # The host: the machine's pools, no mount there (nothing propagated out of a kubelet's namespace).
+    assert int(view.sh(f"cat {machine}")) == HUGEPAGES
+    assert view.sh("findmnt -rn -o TARGET | grep -e '^/sys/kernel/mm' -e '^/sys/devices/system/node' || true") == ""
+    for numa in (0, 1):
+        kubelet = view.main_pid(f"kubelet@numa{numa}.service")
+        own = HUGEPAGES if numa == HUGEPAGE_NODE else 0
+        assert machine_pool_in(view, kubelet, machine) == own, f"kubelet of node {numa}"
+        for other in (0, 1):
+            node_pool = f"/sys/devices/system/node/node{other}/hugepages/hugepages-{HUGEPAGE_KIB}kB/nr_hugepages"
+            expected = own if other == numa else 0
+            assert machine_pool_in(view, kubelet, node_pool) == expected, f"kubelet of node {numa}: node {other}"
+        # Its containerd (another mount namespace of its own) sees the machine as it is.
+        containerd = view.main_pid(f"containerd@numa{numa}.service")
+        assert machine_pool_in(view, containerd, machine) == HUGEPAGES
+
+
+HUGEPAGE_POD = "hugepages-2mi"
+HUGEPAGE_POD_PAGES = 2
+
+
+def hugepage_pod(demo: DemoPod, name: str, pinned: bool) -> dict[str, Any]:
+    """A Guaranteed pod asking for 2 MiB pages, which it takes from a hugetlbfs volume. Pinned: with
+    `demo`'s nodeSelector; else without any, so that the scheduler chooses by hugepages alone."""
+    manifest = demo.manifest()
+    manifest["metadata"]["name"] = name
+    manifest["metadata"]["labels"] = {"app.kubernetes.io/name": name}
+    if not pinned:
+        del manifest["spec"]["nodeSelector"]
+    size = f"{HUGEPAGE_POD_PAGES * HUGEPAGE_KIB // 1024}Mi"
+    [container] = manifest["spec"]["containers"]
+    container["command"] = ["/bin/sh", "-c", f"fallocate -l {size} /hugepages/pages && exec {' '.join(COMMAND)}"]
+    limits = {"cpu": "100m", "memory": "32Mi", f"hugepages-{HUGEPAGE_KIB // 1024}Mi": size}
+    container["resources"] = {"requests": limits, "limits": limits}
+    container["volumeMounts"] = [*container.get("volumeMounts", []), {"name": "hugepages", "mountPath": "/hugepages"}]
+    manifest["spec"]["volumes"] = [
+        *manifest["spec"].get("volumes", []),
+        {"name": "hugepages", "emptyDir": {"medium": "HugePages"}},
+    ]
+    return manifest
+
+
+def pod_slice_file(view: HostView, numa: int, uid: str, name: str) -> str:
+    """A file of a Guaranteed pod's cgroup (right under numa<N>-kubepods.slice)."""
+    pod_slice = f"numa{numa}-kubepods-pod{uid.replace('-', '_')}.slice"
+    return view.sh(f"cat /sys/fs/cgroup/numa{numa}.slice/numa{numa}-kubepods.slice/{pod_slice}/{name}")
+
+
+def unschedulable_message(core: kube_client.CoreV1Api, name: str) -> str | None:
+    pod = core.read_namespaced_pod(name, NAMESPACE)
+    for condition in pod.status.conditions or []:
+        if condition.type == "PodScheduled" and condition.status == "False" and condition.reason == "Unschedulable":
+            return condition.message
+    return None
+
+
+def run_hugepage_pod(joined, stopwatch, name: str) -> tuple[kube_client.V1Pod, dict[str, str]]:
+    """The unpinned hugepage pod, running; its workload's status. Its pages come from node 1's pool."""
+    core, view = joined["core"], joined["view"]
+    free_before = sysfs_pool_pages(view, HUGEPAGE_NODE, "free_hugepages")
+    core.create_namespaced_pod(NAMESPACE, hugepage_pod(demo_pods(joined)[HUGEPAGE_NODE], name, pinned=False))
+    with stopwatch(f"real cluster: {name} scheduled by its hugepages and running"):
+        pod = wait_for(
+            f"{name} running",
+            lambda: running_pod(core, name),
+            POD_START_TIMEOUT,
+            lambda: kubelet_journal(view, HUGEPAGE_NODE),
+        )
+    assert pod.spec.node_name == demo_pods(joined)[HUGEPAGE_NODE].kubelet.node_name
+    assert pod.status.qos_class == "Guaranteed"
+    size_bytes = HUGEPAGE_POD_PAGES * HUGEPAGE_KIB * 1024
+    usage = pod_slice_file(view, HUGEPAGE_NODE, pod.metadata.uid, f"hugetlb.{HUGEPAGE_KIB // 1024}MB.current")
+    assert int(usage) == size_bytes
+    # The pages were taken from node 1's own pool.
+    assert sysfs_pool_pages(view, HUGEPAGE_NODE, "free_hugepages") == free_before - HUGEPAGE_POD_PAGES
+    return pod, container_status(view, HUGEPAGE_NODE, pod.metadata.uid)
+
+
+def delete_pod(core: kube_client.CoreV1Api, name: str) -> None:
+    core.delete_namespaced_pod(name, NAMESPACE)
+    wait_for(f"{name} deleted", lambda: pod_gone(core, name), POD_START_TIMEOUT, lambda: "")
 
 
 def demo_pods(joined) -> dict[int, DemoPod]:
@@ -448,6 +558,23 @@ def test_a_demo_pod_forced_onto_the_other_numa_node_is_judged_not_ok(joined):
     assert not judged.ok
     assert judged.readings == ()  # nothing of it in its own NUMA node's containerd
     assert any(f"not on {intended.kubelet.node_name}" in reason for reason in judged.reasons), judged.reasons
+
+
+def test_the_scheduler_places_a_hugepage_pod_on_the_node_with_the_pages_only(joined, stopwatch):
+    core = joined["core"]
+    pinned_elsewhere = f"{HUGEPAGE_POD}-on-node-{1 - HUGEPAGE_NODE}"
+    core.create_namespaced_pod(NAMESPACE, hugepage_pod(demo_pods(joined)[1 - HUGEPAGE_NODE], pinned_elsewhere, True))
+    message = wait_for(
+        f"{pinned_elsewhere} refused by the scheduler",
+        lambda: unschedulable_message(core, pinned_elsewhere),
+        60,
+        lambda: str(core.read_namespaced_pod(pinned_elsewhere, NAMESPACE).status),
+    )
+    assert f"Insufficient hugepages-{HUGEPAGE_KIB // 1024}Mi" in message, message
+    delete_pod(core, pinned_elsewhere)
+    _, status = run_hugepage_pod(joined, stopwatch, HUGEPAGE_POD)
+    assert status["Mems_allowed_list"] == str(HUGEPAGE_NODE)
+    delete_pod(core, HUGEPAGE_POD)
 
 
 TEST_DEVICE = "numa-kubelets.io/test-device"
@@ -1155,7 +1282,7 @@ def check_reservations_against_sysfs(view: HostView) -> None:
     total = int(view.sh("awk '$1 == \"MemTotal:\" { print $2 }' /proc/meminfo")) * 1024
     memory = {numa: sysfs_node_memory_bytes(view, numa) for numa in (0, 1)}
     hugepages = {numa: sysfs_hugepage_bytes(view, numa) for numa in (0, 1)}
-    assert hugepages == {0: 0, 1: HUGEPAGES * HUGEPAGE_KIB * 1024}
+    assert hugepages == {0: 0, 1: HUGEPAGES * HUGEPAGE_KIB * 1024}  # the pools are in the formulas no more
     for numa in (0, 1):
         other = 1 - numa
         config = kubelet_config(view, numa)
@@ -1163,12 +1290,12 @@ def check_reservations_against_sysfs(view: HostView) -> None:
         assert config["reservedSystemCPUs"] == ("0,4-7" if numa == 0 else "0-4")
         assert config["topologyManagerPolicy"] == "single-numa-node"
         system_reserved = quantity_bytes(config["systemReserved"]["memory"])
-        assert system_reserved == total - memory[numa] - hugepages[other]
+        assert system_reserved == total - memory[numa]
         reserved = {
             entry["numaNode"]: quantity_bytes(str(entry["limits"]["memory"])) for entry in config["reservedMemory"]
         }
         assert sum(reserved.values()) == system_reserved + EVICTION_HARD_MEMORY_BYTES  # the sum rule, to the byte
-        assert reserved[other] == memory[other] - hugepages[other]
+        assert reserved[other] == memory[other]  # whole: its pools read as empty in this kubelet's view
         assert reserved[numa] == EVICTION_HARD_MEMORY_BYTES + total - sum(memory.values())
 
 
@@ -1222,8 +1349,18 @@ def test_static_managers_give_a_guaranteed_pod_exclusive_cpus_of_its_numa_node(j
         lambda: f"demo pod's CPUs: {demo_pod_cpus()}\n" + kubelet_journal(view, 1),
     )
     # Gracefully, and until gone: its sandbox is torn down by the kubelet, network namespace and all.
-    core.delete_namespaced_pod(GUARANTEED_POD, NAMESPACE)
-    wait_for(f"{GUARANTEED_POD} deleted", lambda: pod_gone(core, GUARANTEED_POD), POD_START_TIMEOUT, lambda: "")
+    delete_pod(core, GUARANTEED_POD)
+    # The restarted kubelets read the pools again (set again after the reboot): node 1's own only.
+    for kubelet in joined["plan"].kubelets:
+        capacity = core.read_node(kubelet.node_name).status.capacity
+        expected = HUGEPAGES if kubelet.numa_node == HUGEPAGE_NODE else 0
+        assert (
+            quantity_bytes(capacity.get(f"hugepages-{HUGEPAGE_KIB // 1024}Mi", "0")) == expected * HUGEPAGE_KIB * 1024
+        )
+    # A hugepage pod under the Static memory manager: its pages and its memory from node 1.
+    _, status = run_hugepage_pod(joined, stopwatch, f"{HUGEPAGE_POD}-static")
+    assert status["Mems_allowed_list"] == str(HUGEPAGE_NODE)
+    delete_pod(core, f"{HUGEPAGE_POD}-static")
 
 
 def test_back_to_no_managers_is_a_rolling_restart_that_removes_their_state_again(joined, stopwatch):

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from numa_kubelets import hugepages
 from numa_kubelets import render as render_module
 from numa_kubelets.cpulist import CpuSet
 from numa_kubelets.plan import Plan
@@ -231,6 +232,8 @@ def test_kubelet_runs_in_its_own_mount_namespace_with_a_private_device_plugins_d
         assert command[6:8] == [launcher.path, origin.kubelet_path]
         bind = f"mount --bind {kubelet.layout.device_plugins_dir} /var/lib/kubelet/device-plugins\n"
         assert bind in launcher.content and launcher.content.endswith('exec "$@"\n')
+        # Before the kubelet starts, its hugepages become its own node's (tests/unit/test_hugepages.py).
+        assert launcher.content.endswith(hugepages.view_shell(kubelet.numa_node) + 'exec "$@"\n')
         sources.add(kubelet.layout.device_plugins_dir)
     assert len(sources) == 2
 

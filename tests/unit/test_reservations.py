@@ -2,7 +2,8 @@
 
 Each shape is written as the files the kernel exposes (`/proc/meminfo`, every node's `meminfo`
 and `hugepages/hugepages-<size>kB/nr_hugepages`). The Python arithmetic is checked against the
-formulas of DESIGN.md section 6, and the shell the host runs is executed with dash and bash on
+formulas of reservations.py (DESIGN.md section 6's, less the other nodes' hugepages, which no
+kubelet sees since hugepages.py), and the shell the host runs is executed with dash and bash on
 the same files and must print exactly what the Python computes.
 """
 
@@ -94,18 +95,20 @@ def test_the_formula_on_the_test_host_shape_by_hand():
     shape = SHAPES[0]
     node1 = r.memory_reservation(shape.total_kib, shape.facts(), 1, None)
     node0 = r.memory_reservation(shape.total_kib, shape.facts(), 0, None)
-    assert node1.system_reserved_kib == 1000060  # node 0 has no hugepages
-    assert node0.system_reserved_kib == 1032104 - 64 * 2048  # node 1's pool is not reserved twice
+    # The other node's memory, pools and all: no kubelet sees another node's pools (hugepages.py).
+    assert node1.system_reserved_kib == 1000060
+    assert node0.system_reserved_kib == 1032104
+    static1 = r.memory_reservation(shape.total_kib, shape.facts(), 1, 100 * 2**20)
+    assert static1.reserved_memory == ((0, 1000060 * 1024), (1, 100 * 2**20))
 
 
 @pytest.mark.parametrize(("shape", "own"), cases())
 def test_allocatable_memory_is_the_own_nodes_memory_without_its_hugepages(shape: Shape, own: int):
-    """The kubelet subtracts every hugepage of the machine itself; what remains is the node's."""
+    """The kubelet subtracts the hugepages it sees, its own node's only; what remains is the node's."""
     facts = shape.facts()
     reservation = r.memory_reservation(shape.total_kib, facts, own, None)
-    all_hugepages = sum(node.hugepage_bytes for node in facts)
-    allocatable = shape.total_kib * 1024 - all_hugepages - reservation.system_reserved_kib * 1024
     own_node = next(node for node in facts if node.node == own)
+    allocatable = shape.total_kib * 1024 - own_node.hugepage_bytes - reservation.system_reserved_kib * 1024
     assert allocatable == own_node.total_kib * 1024 - own_node.hugepage_bytes
     assert reservation.reserved_memory is None
 
@@ -121,15 +124,33 @@ def test_reserved_memory_sums_to_the_byte(shape: Shape, own: int, extra: int):
     assert all(size > 0 for size in entries.values())
     assert set(entries) <= set(facts)
     for node, size in entries.items():
-        if node != own:  # every other node: all that the memory manager could hand out there
-            assert size == facts[node].total_kib * 1024 - facts[node].hugepage_bytes
+        if node != own:  # every other node whole: its pools read as empty in this kubelet's view
+            assert size == facts[node].total_kib * 1024
     assert entries.get(own, 0) == extra
 
 
-def test_a_node_whose_memory_is_all_hugepages_gets_no_entry():
+def test_a_node_whose_memory_is_all_hugepages_is_reserved_whole():
+    """In the kubelet of node 0 the memory manager sees node 1 without pools: all of it is reserved."""
     facts = [r.NodeMemory(0, 4 * 1048576, ()), r.NodeMemory(1, 2 * 1048576, ((ONE_GIB, 2),))]
     reservation = r.memory_reservation(6 * 1048576, facts, 0, 100 * 2**20)
-    assert reservation.reserved_memory == ((0, 100 * 2**20),)
+    assert reservation.reserved_memory == ((0, 100 * 2**20), (1, 2 * 1048576 * 1024))
+
+
+def test_the_memory_managers_state_belongs_to_the_own_pools_and_not_the_others():
+    """The kubelet refuses a memory_manager_state whose pools differ from what it reads: a change
+    of the own node's pools (a reboot with other pools) must change the identity the state file
+    is kept for; another node's pools are not in this kubelet's view, so they must not."""
+    extra = 100 * 2**20
+
+    def identity(pages: dict[int, dict[int, int]], own: int) -> str:
+        shape = Shape("2 nodes", {0: 1000060, 1: 1032104}, pages)
+        return r.memory_manager_identity(r.memory_reservation(shape.total_kib, shape.facts(), own, extra))
+
+    before = identity({1: {TWO_MIB: 64}}, 1)
+    assert before.endswith(" hugepages=1048576kB:0,2048kB:64")
+    assert identity({1: {TWO_MIB: 32}}, 1) != before
+    assert identity({0: {TWO_MIB: 8}, 1: {TWO_MIB: 64}}, 1) == before
+    assert r.memory_manager_identity(r.memory_reservation(2032164, SHAPES[0].facts(), 1, None)) == "None"
 
 
 SHELLS = ["dash", "bash"]
@@ -178,7 +199,7 @@ def test_an_unreadable_node_stops_the_shell(tmp_path):
     script = r.sysfs_variables(str(root / "sys/devices/system/node"), str(root / "proc/meminfo"))
     script += r.reservation_shell(1, [0, 1], None) + r.dropin_shell(1)
     result = subprocess.run([tool("dash"), "-eu", "-c", script], capture_output=True, text=True, check=False)
-    # node 0 is only read through its hugepages here (no Static): its MemTotal is not needed
+    # node 0's MemTotal is only needed with Static (or by node 0's own kubelet)
     assert result.returncode == 0
     script = r.sysfs_variables(str(root / "sys/devices/system/node"), str(root / "proc/meminfo"))
     script += r.reservation_shell(0, [0, 1], None)
