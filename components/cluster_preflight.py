@@ -107,14 +107,6 @@ def check_cluster_dns_service(api_client: kube_client.ApiClient) -> None:
         raise NodeLifecycleError(str(unknown)) from None
 
 
-def token_client(server: str, ca_file: str, token: str) -> kube_client.ApiClient:
-    """A client that authenticates as the kubelets will: the bootstrap token, the stack's CA."""
-    configuration = kube_client.Configuration(host=server)
-    configuration.api_key = {"authorization": f"Bearer {token}"}
-    configuration.ssl_ca_cert = ca_file
-    return kube_client.ApiClient(configuration)
-
-
 # What of the stack's credential the token check keeps: where and how to connect, not who it is.
 TRANSPORT_SETTINGS = ("ssl_ca_cert", "verify_ssl", "assert_hostname", "tls_server_name", "no_proxy", "proxy_headers")
 

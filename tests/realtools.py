@@ -115,11 +115,15 @@ def pulumi_env(state_dir: Path, pulumi_home: Path = PULUMI_HOME) -> dict[str, st
         # .tools/bin holds the built providers too: the plugin cache's exact version or
         # nothing. The bundled Python launchers are still found next to `pulumi`.
         PULUMI_IGNORE_AMBIENT_PLUGINS="true",
-        # The Python of dynamic providers (pulumi-resource-pulumi-python): this venv's. A
-        # language host would pass the project's virtualenv option, but none is built.
+        # The Python of the program and its dynamic providers: this venv's. The built language
+        # host (v3.68.0) predates the CLI handing it the project's virtualenv option and takes
+        # its interpreter from here, as pulumi-resource-pulumi-python does (tools/pulumi-env.sh).
         PULUMI_PYTHON_CMD=sys.executable,
         PULUMI_BACKEND_URL=f"file://{state_dir}",
         PULUMI_CONFIG_PASSPHRASE=TEST_PASSPHRASE,
+        # The program's own tooling skips the engine's per-step checkpoints (README "Fleet
+        # scale": a preview's are thrown away; an up's only matter to a CLI that dies midway).
+        PULUMI_SKIP_CHECKPOINTS="true",
     )
     return env
 

@@ -16,7 +16,9 @@ pulumi_home=$PWD/.tools/pulumi-home
 # and a test that needs a program waits until it is listed here (tests/realtools.py).
 ready_list=$PWD/.tools/ready
 mkdir -p "$bin_dir"
-: >"$ready_list"
+# A full build starts the list anew; a build of some families (`make testhost`'s kubelet) adds to
+# it, so that tests waiting beside a full build are not sent back to waiting.
+[ $# -gt 0 ] || : >"$ready_list"
 
 # Release builds: no cgo (static binaries that also run inside the Debian test guests),
 # paths trimmed, no VCS stamp (a module from the cache has none).

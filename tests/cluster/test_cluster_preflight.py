@@ -11,13 +11,13 @@ from components.cluster_preflight import (
     check_bootstrap_token,
     check_cluster_dns_service,
     check_stack_credential,
-    token_client,
 )
 from components.node_lifecycle import NodeLifecycleError
 from numa_kubelets import cluster
 from numa_kubelets.plan import ClusterPlan
 from tests.cluster.api_double import ApiServerDouble
 from tests.cluster.test_node_lifecycle import kubeconfig_for
+from tests.realcluster.clients import token_client
 from tests.unit.builders import CA_CERT
 
 STACK = "stack-credential"

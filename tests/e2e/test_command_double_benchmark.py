@@ -110,14 +110,17 @@ def test_on_it_answers_only_loopback_ports_where_nothing_listens(
     with socket.create_server(("127.0.0.1", 0)) as listening:
         open_port = listening.getsockname()[1]
         stack.workspace.program = commands(
-            answered=("127.0.0.1", closed_port()), listening=("127.0.0.1", open_port), remote=("192.0.2.1", 22)
+            # Not loopback, yet on this machine should the refusal ever regress (0.0.0.0 dials locally).
+            answered=("127.0.0.1", closed_port()),
+            listening=("127.0.0.1", open_port),
+            remote=("0.0.0.0", closed_port()),
         )
         with pytest.raises(auto.CommandError) as failure:
             stack.up()
     message = str(failure.value)
     assert WARNING in message, message
     assert f"refuses 127.0.0.1:{open_port}: something listens there" in message, message
-    assert 'answers only loopback IP addresses, not "192.0.2.1"' in message, message
+    assert 'answers only loopback IP addresses, not "0.0.0.0"' in message, message
     # The answered command is in the state, with empty outputs; the two refused ones are not.
     deployment = stack.export_stack().deployment
     assert deployment is not None

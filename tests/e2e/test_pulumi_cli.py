@@ -12,6 +12,7 @@ needs no project file.
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -166,12 +167,19 @@ def test_project_lifecycle_offline(offline_env: dict[str, str], tmp_path: Path) 
     assert not after["deployment"].get("resources")
 
 
+def go_command() -> str:
+    """Go, on PATH or where these machines install it (as tools/build-in-background.sh finds it)."""
+    found = shutil.which("go") or shutil.which("go", path="/usr/local/go/bin")
+    assert found, "no go on PATH nor in /usr/local/go/bin"
+    return found
+
+
 def test_language_host_is_the_sdk_package_of_v3_68(tmp_path: Path) -> None:
     """The language host is the package of github.com/pulumi/pulumi/sdk/v3@v3.68.0, the last
     release that holds it (its own module is not served): what its Go build information says."""
     realtools.require("pulumi-language-python")
     build_info = subprocess.run(
-        ["go", "version", "-m", str(realtools.TOOLS_BIN / "pulumi-language-python")],
+        [go_command(), "version", "-m", str(realtools.TOOLS_BIN / "pulumi-language-python")],
         capture_output=True,
         text=True,
         check=True,

@@ -3,7 +3,8 @@
 `make testhost` boots the origin machine (2 NUMA nodes, CPUs 0-3 and 4-7) on 127.0.0.1:2222 with
 the built kubelet at the dev stack's kubeletPath; this test does the same, then runs the Quick
 start's commands with the built CLI, its Python language host and the plugin cache of
-`make tools` (tools/pulumi-env.sh): `pulumi stack init dev`, `pulumi preview --diff`, `pulumi up`,
+`make tools`, in the environment `. tools/pulumi-env.sh` makes, as the README says:
+`pulumi stack init dev`, `pulumi preview --diff`, `pulumi up`,
 `pulumi preview --expect-no-changes`, `pulumi destroy`, in a copy of this repository's project
 (Pulumi.yaml, Pulumi.dev.yaml and the program, byte for byte: `stack init` writes the passphrase's
 salt into the stack file, which must not touch the checkout). It checks the machine after `up`
@@ -12,6 +13,9 @@ and after `destroy` as the real-host tier does.
 
 from __future__ import annotations
 
+import os
+import shlex
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -55,9 +59,34 @@ def project(testhost_image: Image, tmp_path_factory: pytest.TempPathFactory) -> 
     return directory
 
 
+def sourced_env(state: Path) -> dict[str, str]:
+    """The environment `. tools/pulumi-env.sh` gives a user's shell, the README's one extra step: run
+    by bash here, with what a user sets beside it (a passphrase; this test's own state directory,
+    which the script leaves alone when set; the plugin cache under test, when it is another)."""
+    outer = {key: value for key, value in os.environ.items() if not key.startswith("PULUMI_")}
+    outer.update(PULUMI_BACKEND_URL=f"file://{state}", PULUMI_CONFIG_PASSPHRASE=realtools.TEST_PASSPHRASE)
+    script = f". {shlex.quote(str(realtools.REPO / 'tools/pulumi-env.sh'))} && env -0"
+    printed = subprocess.run(["bash", "-c", script], env=outer, capture_output=True, text=True, check=True).stdout
+    env = dict(item.split("=", 1) for item in printed.split("\0") if item)
+    assert env["PULUMI_BACKEND_URL"] == f"file://{state}"
+    env["PULUMI_HOME"] = str(realtools.PULUMI_HOME)  # NUMA_KUBELETS_PULUMI_HOME: the real plugins
+    return env
+
+
 def quick_start(env: dict[str, str], project: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """One command of the Quick start, as a user types it (non-interactive: no prompt to answer)."""
-    result = realtools.pulumi_cli(env, project, *args, timeout=1200)
+    """One command of the Quick start, as a user types it: `pulumi` found on the PATH the script set
+    (non-interactive: no prompt to answer)."""
+    pulumi = shutil.which("pulumi", path=env["PATH"])
+    assert pulumi == str(realtools.TOOLS_BIN / "pulumi"), pulumi
+    result = subprocess.run(
+        [pulumi, "--non-interactive", *args],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        check=False,
+    )
     assert result.returncode == 0, (
         f"pulumi {' '.join(args)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}"
     )
@@ -68,7 +97,7 @@ def test_the_quick_start_runs_as_written(origin_machine: TestHost, project: Path
     realtools.require("pulumi", "pulumi-language-python")
     realtools.require_plugin("command", realtools.pins()["pulumi-command"])
     (tmp_path / "state").mkdir()
-    env = realtools.pulumi_env(tmp_path / "state")
+    env = sourced_env(tmp_path / "state")
     view = HostView(origin_machine)
 
     quick_start(env, project, "stack", "init", "dev")

@@ -2,8 +2,9 @@
 
 The program's own wiring (components/rollout.py: the StackReference to the stack itself, each
 kubelet's turn as a dependency known only once every kubelet exists) decides what waits for
-what; only the host commands are played by a dynamic resource that records when it ran,
-because the pulumi-command provider cannot be built here (README "Building the real tools").
+what; only the host commands are played by a dynamic resource that records when it ran: the
+order is the engine's, whichever plugin runs a command, and no host is needed for it (the
+rollout on a real host under the real engine belongs to the integration tier).
 Four kubelets on two hosts, no cluster, `rollout.maxUnavailable: 1`.
 """
 

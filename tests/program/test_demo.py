@@ -55,7 +55,8 @@ class ClusterMocks(harness.RecordingMocks):
                 "spec": {**state["spec"], "nodeName": self.node_of(args.name)},
             }
         elif args.typ == COMMAND and args.name.endswith("-probe"):
-            # pulumi-command marks stdout secret when the connection carries a secret key.
+            # The stricter case: stdout marked secret, as a provider could for a secret key. (1.2.1
+            # leaves it plain, tests/e2e/test_command_plugin.py; the placement must be plain either way.)
             state = {**state, "stdout": secret(self.probe_of(args.name.removesuffix("-probe")))}
         return resource_id, state
 

@@ -11,7 +11,6 @@ from typing import TypeVar
 from kubernetes import client as kube_client
 from kubernetes import config as kube_config
 
-from components.cluster_preflight import token_client
 from numa_kubelets import cluster
 from tests.realcluster.controlplane import ControlPlane
 
@@ -32,6 +31,14 @@ def closed_loopback_port() -> int:
 
 def api_for(kubeconfig: Path) -> kube_client.ApiClient:
     return kube_config.new_client_from_config(str(kubeconfig))
+
+
+def token_client(server: str, ca_file: str, token: str) -> kube_client.ApiClient:
+    """A client that authenticates as the kubelets will: the bootstrap token, the stack's CA."""
+    configuration = kube_client.Configuration(host=server)
+    configuration.api_key = {"authorization": f"Bearer {token}"}
+    configuration.ssl_ca_cert = ca_file
+    return kube_client.ApiClient(configuration)
 
 
 def token_api(plane: ControlPlane, token: str) -> kube_client.ApiClient:

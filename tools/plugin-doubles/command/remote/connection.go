@@ -48,8 +48,10 @@ func (c *Connection) Annotate(a infer.Annotator) {
 
 // clientConfig authenticates with, in this order, the private key, the password (also as
 // keyboard-interactive answers) and the SSH agent (agentSocketPath, else $SSH_AUTH_SOCK).
-func (c *Connection) clientConfig() (*ssh.ClientConfig, error) {
-	config := &ssh.ClientConfig{
+// release closes the agent's connection, which only the handshake needs.
+func (c *Connection) clientConfig() (config *ssh.ClientConfig, release func(), err error) {
+	release = func() {}
+	config = &ssh.ClientConfig{
 		User:            valueOr(c.User, "root"),
 		HostKeyCallback: ssh.InsecureIgnoreHostKey(), //nolint:gosec // the real plugin's behaviour without hostKey
 		Timeout:         time.Duration(valueOr(c.PerDialTimeout, 15)) * time.Second,
@@ -57,7 +59,7 @@ func (c *Connection) clientConfig() (*ssh.ClientConfig, error) {
 	if c.HostKey != nil {
 		pinned, _, _, _, err := ssh.ParseAuthorizedKey([]byte(*c.HostKey))
 		if err != nil {
-			return nil, fmt.Errorf("failed to parse host key: %w", err)
+			return nil, release, fmt.Errorf("failed to parse host key: %w", err)
 		}
 		config.HostKeyCallback = ssh.FixedHostKey(pinned)
 		// Only the pinned key's algorithm is offered, so the server presents that key.
@@ -72,7 +74,7 @@ func (c *Connection) clientConfig() (*ssh.ClientConfig, error) {
 			signer, err = ssh.ParsePrivateKey([]byte(*c.PrivateKey))
 		}
 		if err != nil {
-			return nil, err
+			return nil, release, err
 		}
 		config.Auth = append(config.Auth, ssh.PublicKeys(signer))
 	}
@@ -94,18 +96,20 @@ func (c *Connection) clientConfig() (*ssh.ClientConfig, error) {
 	if socket != "" {
 		conn, err := net.Dial("unix", socket)
 		if err != nil {
-			return nil, err
+			return nil, release, err
 		}
+		release = func() { _ = conn.Close() }
 		config.Auth = append(config.Auth, ssh.PublicKeysCallback(agent.NewClient(conn).Signers))
 	}
-	return config, nil
+	return config, release, nil
 }
 
 // dial connects, retrying any failure (refused, timed out, handshake, authentication) with
 // the SDK's backoff (100 ms, x1.5, at most 5 s) until dialErrorLimit retries have failed:
 // the limit counts retries, so a limit of N dials N+1 times.
 func (c *Connection) dial(ctx context.Context) (*ssh.Client, error) {
-	config, err := c.clientConfig()
+	config, release, err := c.clientConfig()
+	defer release()
 	if err != nil {
 		return nil, err
 	}
