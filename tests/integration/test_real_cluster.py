@@ -419,6 +419,8 @@ def hugepage_pod(demo: DemoPod, name: str, pinned: bool) -> dict[str, Any]:
         *manifest["spec"].get("volumes", []),
         {"name": "hugepages", "emptyDir": {"medium": "HugePages"}},
     ]
+    # The kubelet mounts hugetlbfs root-owned; fsGroup gives the (non-root) workload its group.
+    manifest["spec"]["securityContext"]["fsGroup"] = manifest["spec"]["securityContext"]["runAsGroup"]
     return manifest
 
 
