@@ -562,8 +562,8 @@ READ_STDIN_TO_THE_END = "cat >/dev/null\n"
 def _resource_manager_state_step(kubelet: KubeletPlan) -> str:
     """Reports the node's hugepage pools; removes state files the restarted kubelet would refuse.
 
-    The memory reservation depends on the host's hugepages, so it is computed here as at the
-    kubelet's start. A running kubelet keeps writing its state, so it is stopped before a file
+    The memory reservation and what the memory manager's state belongs to depend on the host's
+    memory and the node's pools, so they are computed here as at the kubelet's start. A running kubelet keeps writing its state, so it is stopped before a file
     goes; the restart marker then starts it with the new settings.
     """
     layout = kubelet.layout
