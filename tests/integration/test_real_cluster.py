@@ -453,8 +453,23 @@ def run_hugepage_pod(joined, stopwatch, name: str) -> tuple[kube_client.V1Pod, d
     assert pod.spec.node_name == demo_pods(joined)[HUGEPAGE_NODE].kubelet.node_name
     assert pod.status.qos_class == "Guaranteed"
     size_bytes = HUGEPAGE_POD_PAGES * HUGEPAGE_KIB * 1024
-    usage = pod_slice_file(view, HUGEPAGE_NODE, pod.metadata.uid, f"hugetlb.{HUGEPAGE_KIB // 1024}MB.current")
-    assert int(usage) == size_bytes
+    usage_file = f"hugetlb.{HUGEPAGE_KIB // 1024}MB.current"
+
+    def usage() -> int:
+        return int(pod_slice_file(view, HUGEPAGE_NODE, pod.metadata.uid, usage_file))
+
+    # Running is the container's start; its fallocate takes the pages a moment later.
+    wait_for(
+        f"{name}'s pages charged to its cgroup ({usage_file})",
+        lambda: usage() == size_bytes,
+        60,
+        lambda: (
+            f"{usage_file}: {usage()}; free pages of node {HUGEPAGE_NODE}: "
+            f"{sysfs_pool_pages(view, HUGEPAGE_NODE, 'free_hugepages')} (before: {free_before})\n"
+            f"containers: {core.read_namespaced_pod(name, NAMESPACE).status.container_statuses}\n"
+            + kubelet_journal(view, HUGEPAGE_NODE)
+        ),
+    )
     # The pages were taken from node 1's own pool.
     assert sysfs_pool_pages(view, HUGEPAGE_NODE, "free_hugepages") == free_before - HUGEPAGE_POD_PAGES
     return pod, container_status(view, HUGEPAGE_NODE, pod.metadata.uid)
