@@ -411,7 +411,8 @@ def hugepage_pod(demo: DemoPod, name: str, pinned: bool) -> dict[str, Any]:
         del manifest["spec"]["nodeSelector"]
     size = f"{HUGEPAGE_POD_PAGES * HUGEPAGE_KIB // 1024}Mi"
     [container] = manifest["spec"]["containers"]
-    container["command"] = ["/bin/sh", "-c", f"fallocate -l {size} /hugepages/pages && exec {' '.join(COMMAND)}"]
+    size_bytes = HUGEPAGE_POD_PAGES * HUGEPAGE_KIB * 1024  # busybox takes bytes, not a quantity
+    container["command"] = ["/bin/sh", "-c", f"fallocate -l {size_bytes} /hugepages/pages && exec {' '.join(COMMAND)}"]
     limits = {"cpu": "100m", "memory": "32Mi", f"hugepages-{HUGEPAGE_KIB // 1024}Mi": size}
     container["resources"] = {"requests": limits, "limits": limits}
     container["volumeMounts"] = [*container.get("volumeMounts", []), {"name": "hugepages", "mountPath": "/hugepages"}]
