@@ -107,19 +107,21 @@ def test_on_it_answers_only_loopback_ports_where_nothing_listens(
     stack: auto.Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(VARIABLE, "1")
+    answered = ("127.0.0.1", closed_port())
+    # One refusal per update: the engine starts no further step once one has failed.
     with socket.create_server(("127.0.0.1", 0)) as listening:
         open_port = listening.getsockname()[1]
-        stack.workspace.program = commands(
-            # Not loopback, yet on this machine should the refusal ever regress (0.0.0.0 dials locally).
-            answered=("127.0.0.1", closed_port()),
-            listening=("127.0.0.1", open_port),
-            remote=("0.0.0.0", closed_port()),
-        )
+        stack.workspace.program = commands(answered=answered, listening=("127.0.0.1", open_port))
         with pytest.raises(auto.CommandError) as failure:
             stack.up()
     message = str(failure.value)
     assert WARNING in message, message
     assert f"refuses 127.0.0.1:{open_port}: something listens there" in message, message
+    # Not loopback, yet on this machine should the refusal ever regress (0.0.0.0 dials locally).
+    stack.workspace.program = commands(answered=answered, remote=("0.0.0.0", closed_port()))
+    with pytest.raises(auto.CommandError) as failure:
+        stack.up()
+    message = str(failure.value)
     assert 'answers only loopback IP addresses, not "0.0.0.0"' in message, message
     # The answered command is in the state, with empty outputs; the two refused ones are not.
     deployment = stack.export_stack().deployment
