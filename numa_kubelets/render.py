@@ -257,7 +257,9 @@ def cgroup_controllers_shell(slice_name: str, cgroup_fs: str = CGROUP_FS, record
     return (
         f"if [ ! -e {record} ]; then\n"
         f"  mkdir -p {posixpath.dirname(record)}\n"
-        f"  cat {root} > {record}.tmp && mv -f {record}.tmp {record}\n"
+        # Each kubelet's script has its own temporary file: on a host's first start the kubelets of
+        # all NUMA nodes run this at the same moment, and one's mv must not take the other's file.
+        f"  cat {root} > {record}.$$.tmp && mv -f {record}.$$.tmp {record}\n"
         "fi\n"
         "enable=\n"
         f"for controller in {controllers}; do\n"

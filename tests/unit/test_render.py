@@ -490,3 +490,25 @@ def test_the_fast_yaml_writer_writes_what_the_pure_python_one_writes(clustered):
     for document in documents:
         assert render_module._yaml(document) == yaml.safe_dump(document, sort_keys=False, default_flow_style=False)
     assert "'123456.1234567890123456'" in render_module._yaml(documents[1])
+
+
+def test_the_kubelets_of_all_numa_nodes_record_the_root_controllers_at_once(tmp_path):
+    """On a host's first start every kubelet's prepare script records the root cgroup's controllers
+    at the same moment (seen failing under the real engine: one script's mv took the other's
+    temporary file). Run side by side, again and again, both succeed and the record is right."""
+    cgroup_fs, record = tmp_path / "cgroup", tmp_path / "run/root-controllers"
+    for name in ("numa0.slice", "numa1.slice"):
+        (cgroup_fs / name).mkdir(parents=True)
+        (cgroup_fs / name / "cgroup.controllers").write_text("cpuset cpu io memory hugetlb pids\n")
+    (cgroup_fs / "cgroup.controllers").write_text("cpuset cpu io memory hugetlb pids\n")
+    scripts = [cgroup_controllers_shell(name, str(cgroup_fs), str(record)) for name in ("numa0.slice", "numa1.slice")]
+    for _ in range(40):
+        (cgroup_fs / "cgroup.subtree_control").write_text("cpuset cpu io memory pids\n")
+        record.unlink(missing_ok=True)
+        runs = [subprocess.Popen(["sh", "-eu", "-c", script], stderr=subprocess.PIPE, text=True) for script in scripts]
+        for run in runs:
+            _, stderr = run.communicate(timeout=30)
+            assert run.returncode == 0, stderr
+        # (A regular file stands for cgroup.subtree_control: the other script's "+hugetlb" may have
+        # replaced it before this one read it, which the kernel's file would add to instead.)
+        assert record.read_text() in ("cpuset cpu io memory pids\n", "+hugetlb\n")
