@@ -529,17 +529,30 @@ create_mount_point() {{
 }}
 """
 
-REMOVE_CREATED_MOUNT_POINTS = f"""\
-# The last namespace gone: the mount points created for private copies go too (empty ones only).
-if ! ls -d {q(PRIVATE_ROOT)}/numa[0-9]* >/dev/null 2>&1 && [ -d {q(CREATED_MOUNT_POINTS_DIR)} ]; then
-  for record in {q(CREATED_MOUNT_POINTS_DIR)}/*; do
+
+def remove_created_mount_points_shell(private_root: str = PRIVATE_ROOT, lock_dir: str = "/run/numa-kubelets") -> str:
+    """The last namespace gone: the mount points created for private copies go too (empty ones only).
+
+    Every kubelet's namespace may be removed at the same moment (the engine deletes them side by
+    side; seen failing under the real engine: both scripts found no namespace left and one's `find`
+    lost the directories the other's had just deleted), so the check and the removal run under a lock."""
+    records = f"{private_root}/created-mount-points"
+    lock = f"{lock_dir}/mount-points.lock"
+    return f"""\
+mkdir -p {q(lock_dir)}
+exec 9>{q(lock)}
+flock 9
+if ! ls -d {q(private_root)}/numa[0-9]* >/dev/null 2>&1 && [ -d {q(records)} ]; then
+  for record in {q(records)}/*; do
     [ -f "$record" ] || continue
     top=$(cat "$record")
     if [ -d "$top" ]; then find "$top" -depth -type d -empty -delete; fi
     rm -f "$record"
   done
-  rmdir {q(CREATED_MOUNT_POINTS_DIR)} {q(PRIVATE_ROOT)} 2>/dev/null || true
+  rmdir {q(records)} {q(private_root)} 2>/dev/null || true
 fi
+rm -f {q(lock)}
+exec 9>&-
 """
 
 

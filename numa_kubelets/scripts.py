@@ -379,9 +379,12 @@ def containerd_scripts(host: HostPlan, kubelet: KubeletPlan, plan: Plan) -> Host
         f"systemctl kill --signal=KILL {q(unit)} 2>/dev/null || true\n",
         _unmount_below(layout.containerd_root),
         _unmount_below(layout.containerd_state),
+        # Its pods' namespaces before its unit file: the instances are removed side by side, and
+        # one that finds no other unit left must find their pods' namespaces gone too (seen under
+        # the real engine: /run/netns stayed a mount point when the last check ran first).
+        _remove_pod_netns(),
         f"rm -f {' '.join(q(file.path) for file in files)}\n",
         f"rm -rf {q(layout.containerd_root)} {q(layout.containerd_state)}\n",
-        'for netns in $pod_netns; do umount "$netns" 2>/dev/null || true; rm -f "$netns"; done\n',
         _last_runtime_restores_netns_dir(),
         # The mount point the prepare script made; a host's own containerd keeps it busy.
         f"rmdir {q(layout.config_dir)} /etc/numa-kubelets {q(SHARED_CONTAINERD_RUN)} 2>/dev/null || true\n",
@@ -455,6 +458,27 @@ def _pod_leftovers(socket: str, kubepods_cgroup: str, containerd_path: str) -> s
     )
 
 
+def _remove_pod_netns() -> str:
+    """Removes the pods' network namespaces _pod_leftovers found, each one's veths first.
+
+    Unmounting a namespace leaves the kernel to free it, and the host ends of its veths with it,
+    asynchronously: seconds later on a busy machine, so a check right after the removal still
+    saw them. Deleting a veth inside the namespace removes both ends at once. Only links inside a
+    pod's namespace are touched, never one that turns out to be the host's own namespace."""
+    return (
+        "host_netns=$(stat -L -c %i /proc/1/ns/net)\n"
+        "for netns in $pod_netns; do\n"
+        '  if [ "$(stat -L -c %i "$netns" 2>/dev/null)" != "$host_netns" ] && nsenter --net="$netns" true 2>/dev/null; then\n'
+        '    for link in $(nsenter --net="$netns" ip -o link show type veth'
+        " | awk -F': ' '{sub(/@.*/, \"\", $2); print $2}'); do\n"
+        '      nsenter --net="$netns" ip link delete "$link" 2>/dev/null || true\n'
+        "    done\n"
+        "  fi\n"
+        '  umount "$netns" 2>/dev/null || true; rm -f "$netns"\n'
+        "done\n"
+    )
+
+
 def _unmount_below(directory: str) -> str:
     """Unmount what containers left mounted under a directory, deepest first."""
     return (
@@ -495,7 +519,7 @@ def netns_scripts(host: HostPlan, kubelet: KubeletPlan) -> HostScripts:
         f"rm -f {' '.join(q(f.path) for f in files)}\n",
         f"rmdir {q(kubelet_network.netns_etc_resolv_conf.rsplit('/', 1)[0])} /etc/netns 2>/dev/null || true\n",
         f"rm -rf {q(kubelet_network.private_dir)}\n",
-        network.REMOVE_CREATED_MOUNT_POINTS,
+        network.remove_created_mount_points_shell(),
         f"rmdir {q(kubelet.layout.config_dir)} /etc/numa-kubelets 2>/dev/null || true\n",
         f"forget {q(unit)}\n",
         "systemctl daemon-reload\n",

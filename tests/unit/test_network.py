@@ -404,3 +404,24 @@ def test_rendering_is_deterministic():
 
 def test_origin_host_of_builders_stays_in_host_mode():
     assert "network" not in origin_host()
+
+
+def test_the_namespaces_of_all_numa_nodes_remove_the_created_mount_points_at_once(tmp_path: Path) -> None:
+    """`pulumi destroy` deletes every kubelet's namespace side by side (seen failing under the real
+    engine: both remove scripts found no namespace left, and one's `find` lost the directories the
+    other's had just deleted). Run side by side, again and again, both succeed and leave nothing."""
+    private_root, lock_dir, etc = tmp_path / "private", tmp_path / "run", tmp_path / "etc"
+    script = network.remove_created_mount_points_shell(str(private_root), str(lock_dir))
+    for _ in range(40):
+        records = private_root / "created-mount-points"
+        records.mkdir(parents=True)
+        for top in ("cni", "calico", "cilium"):
+            for leaf in ("a/b/c", "a/d", "e"):
+                (etc / top / leaf).mkdir(parents=True)
+            (records / f"_etc_{top}").write_text(f"{etc / top}\n")
+        runs = [subprocess.Popen(["sh", "-eu", "-c", script], stderr=subprocess.PIPE, text=True) for _ in range(2)]
+        for run in runs:
+            _, stderr = run.communicate(timeout=30)
+            assert run.returncode == 0, stderr
+        assert not private_root.exists() and list(etc.iterdir()) == []
+        assert list(lock_dir.iterdir()) == []
