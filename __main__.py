@@ -67,6 +67,7 @@ if plan.demo_enabled and provider is not None:
         {name: node.labels for name, node in nodes.items()},
         private_key,
         provider,
+        revisions={name: instance.revision for name, instance in instances.items()},
     )
     pulumi.export("placement", pulumi.Output.all(*[demo.placement for demo in demos]))
     pulumi.export("placementOk", pulumi.Output.all(*[demo.ok for demo in demos]).apply(all))

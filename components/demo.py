@@ -51,6 +51,8 @@ class DemoPlacementArgs:
     provider: k8s.Provider
     # The namespace, the ServiceAccount and the Node the pod needs: created before it, deleted after it.
     after: list[pulumi.Resource]
+    # The restart revision of the kubelet the pod is meant for (numa_kubelets/revision.py).
+    kubelet_revision: pulumi.Input[str]
 
 
 class DemoPlacement(pulumi.ComponentResource):
@@ -75,6 +77,11 @@ class DemoPlacement(pulumi.ComponentResource):
                 # holds the kubelet's only slot, and a new pod created beside it would stay
                 # Pending until the create timed out. The demo proves placement, not uptime.
                 delete_before_replace=True,
+                # A change that restarts its kubelet drains the Node first, which evicts this bare
+                # pod for good (seen under the real engine: the pod gone, placementOk still true).
+                # So it is replaced with that kubelet's restart: created again once the Node is back
+                # Ready, and probed again. The preview shows it as a replacement.
+                replacement_trigger=args.kubelet_revision,
             ),
         )
         self.probe = remote_command(
@@ -113,10 +120,11 @@ def demo_placements(
     node_ready: Mapping[str, pulumi.Resource],
     private_key: pulumi.Output[str] | None,
     provider: k8s.Provider,
+    revisions: Mapping[str, pulumi.Input[str]],
 ) -> list[DemoPlacement]:
     """The namespace, the pods' ServiceAccount and one DemoPlacement per pod; `node_ready` maps node
     names to what a pod on that node waits for: its Node Ready and labelled as the stack says (the
-    kubelet's NodePatch)."""
+    kubelet's NodePatch); `revisions` each kubelet's restart revision."""
     namespace_resource = demo_namespace(namespace, provider)
     service_account = demo_service_account(namespace, namespace_resource, provider)
     hosts = {host.name: host for host in plan.hosts}
@@ -132,6 +140,7 @@ def demo_placements(
                 connection_for(hosts[pod.kubelet.host], private_key),
                 provider,
                 after=[namespace_resource, service_account, node_ready[pod.kubelet.node_name]],
+                kubelet_revision=revisions[pod.kubelet.node_name],
             ),
         )
         for pod in pods

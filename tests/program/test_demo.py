@@ -204,6 +204,19 @@ def test_pods_wait_for_readiness_within_the_configured_timeout(monkeypatch, demo
         assert "tolerations" not in pod.inputs["spec"]
 
 
+def test_each_pod_is_replaced_with_a_restart_of_its_kubelet(monkeypatch, demo_config):
+    """A restart drains the Node, which evicts the bare demo pod for good: the pod carries its
+    kubelet's restart revision as its replacement trigger, so the same update creates it again."""
+    result = run(monkeypatch, demo_config)
+    triggers = {}
+    for pod in result.of_type(POD):
+        node = pod.name.removeprefix("numa-demo-")  # its DemoPlacement names the kubelet it is meant for
+        drain = result.named(f"{node}-drain", "pulumi-python:dynamic/numa-kubelets:NodeDrain")
+        triggers[node] = result.request_of(pod).replacement_trigger.string_value
+        assert triggers[node] == drain.inputs["revision"], pod.name
+    assert len(set(triggers.values())) == len(triggers)  # each kubelet's own
+
+
 def deployed_pods(result: harness.ProgramRun) -> dict[str, dict]:
     """Pulumi name of each Pod resource -> its metadata.name, nodeSelector and the probe looking for it."""
     return {
