@@ -63,6 +63,25 @@ in_root usermod --password '*' root
 sh "$inputs/cri/install_in_testhost.sh" "$root" "$inputs/cri"
 
 # --- units ----------------------------------------------------------------
+# A CPU quota in force from boot to shutdown: the guard against a qemu multi-threaded TCG bug.
+# Setting the first quota (cpu.max) on any cgroup, and removing the last, switches the kernel's
+# "cfs bandwidth used" static key, whose jump the kernel then patches live in the scheduler's
+# hot path (text_poke_bp). A kubelet sets and removes pod quotas all the time; under qemu 7.2's
+# multi-threaded TCG a vCPU may go on running a stale translation of the patched code, and the
+# guest loops in `dequeue_task_fair` with a run queue lock held (seen: RCU stalls, soft lockups
+# on every vCPU, SSH gone for good). With this quota held the key never falls back to zero, so
+# it is patched once, at boot.
+cat > "$root/etc/systemd/system/testhost-cpu-quota-pin.service" <<'EOF'
+[Unit]
+Description=Keeps one CPU quota set, so the scheduler's bandwidth key is patched only at boot (TCG guard)
+
+[Service]
+ExecStart=/bin/sleep infinity
+CPUQuota=1%
+
+[Install]
+WantedBy=multi-user.target
+EOF
 for unit in $(cat "$inputs/masked-units"); do
     in_root systemctl mask "$unit"
 done

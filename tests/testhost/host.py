@@ -22,8 +22,8 @@ from .qemu import (
     qemu_command,
     start_qemu,
 )
-from .ssh import RunResult, SshSession, StdinData
-from .tools import TestHostError, require_tools, tail
+from .ssh import RemoteCommandError, RunResult, SshSession, StdinData
+from .tools import TestHostError, guest_stalls, require_tools, tail
 from .topology import ORIGIN, Topology, TopologyLike
 
 DEFAULT_MEMORY_MIB = 2048
@@ -67,8 +67,22 @@ class TestHost:
         check: bool = True,
         timeout: float | None = 600.0,
     ) -> RunResult:
-        """Run `script` with `bash -c` as root; `timeout` is the longest silence tolerated."""
-        return self._ssh.run(script, stdin=stdin, check=check, timeout=timeout)
+        """Run `script` with `bash -c` as root; `timeout` is the longest silence tolerated.
+
+        When SSH itself fails and the guest's kernel reported stalls, the error says so and
+        quotes them: the test did not fail for its own reason."""
+        try:
+            return self._ssh.run(script, stdin=stdin, check=check, timeout=timeout)
+        except RemoteCommandError:
+            raise
+        except Exception as error:
+            stalls = guest_stalls(self.serial_log)
+            if not stalls:
+                raise
+            raise TestHostError(
+                f"SSH to the test host failed ({error!r}) after its kernel reported stalls "
+                f"(serial console {self.serial_log}):\n" + "\n".join(stalls)
+            ) from error
 
     def install_executable(self, binary: Path, guest_path: str) -> None:
         """Copy a program of this machine into the guest at `guest_path`, atomically (a copy cut

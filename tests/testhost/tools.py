@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -56,3 +57,17 @@ def run_logged(argv: Sequence[str], log_path: Path, **kwargs) -> None:
         raise TestHostError(
             f"{shlex.join(argv)} exited with {result.returncode}; last lines of {log_path}:\n{tail(log_path)}"
         )
+
+
+# What a guest kernel prints when its CPUs stop making progress (a soft lockup, an RCU stall):
+# then SSH fails for the guest's reason, not the test's, and the failure should say so.
+_STALL_LINE = re.compile(r"watchdog: BUG: soft lockup|rcu_\w+ detected stalls")
+
+
+def guest_stalls(serial_log: Path, limit: int = 6) -> list[str]:
+    """The guest kernel's stall reports in its serial console log, the first `limit` of them."""
+    try:
+        text = serial_log.read_text(errors="replace")
+    except FileNotFoundError:
+        return []
+    return [line.strip() for line in text.splitlines() if _STALL_LINE.search(line)][:limit]
