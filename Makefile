@@ -2,7 +2,7 @@
 PYTHON ?= .venv/bin/python
 BIN := $(dir $(PYTHON))
 
-.PHONY: check test tools testhost testhost-stop
+.PHONY: check test tools testhost testhost-stop demo demo-down
 
 # Code health: lint, formatting, types, workflow lint. Any finding fails.
 check:
@@ -13,7 +13,22 @@ check:
 
 # The real programs the tests run (Kubernetes, etcd, Pulumi), built from Go modules into .tools/bin.
 tools:
-	bash tools/build.sh
+	command -v go >/dev/null || export PATH=$$PATH:/usr/local/go/bin; bash tools/build.sh
+
+# The Python environment of the program, its tests and the demo (what .ci/run installs too).
+.venv/bin/python:
+	python3 -m venv .venv
+	.venv/bin/pip install -q --disable-pip-version-check -r requirements-dev.txt
+
+# A newcomer's first command: the product on the emulated origin machine, under the real engine
+# (tests/realengine/demo.py): builds or reuses the tools, boots the machine, starts the local
+# control plane, `pulumi up` of the demo stack, prints the proof; everything stays up.
+demo: $(PYTHON) tools
+	$(PYTHON) -m tests.realengine.demo up
+
+# Destroys the demo stack, stops its control plane and machine, removes .demo/.
+demo-down: $(PYTHON)
+	$(PYTHON) -m tests.realengine.demo down
 
 # Every tier; the real tools build meanwhile (tests/run.sh).
 test:

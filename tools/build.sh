@@ -185,8 +185,10 @@ build_pulumi_kubernetes() {
 
 families=("$@")
 # pulumi before its providers: installing a plugin takes the CLI. The order is the one the tests
-# that need them run in (tests/realtools.py BUILD_ORDER): the kubelet's first.
-[ ${#families[@]} -gt 0 ] || families=(kubelet kubernetes etcd kubelet_previous pulumi pulumi_kubernetes)
+# that need them run in (tests/realtools.py BUILD_ORDER): the kubelet's first, then the engine
+# (the CLI, its language host, the plugin doubles), which every standalone real-host scenario
+# runs the program through, so they run while the control plane builds.
+[ ${#families[@]} -gt 0 ] || families=(kubelet pulumi kubernetes etcd kubelet_previous pulumi_kubernetes)
 for family in "${families[@]}"; do
   declare -F "build_$family" >/dev/null || { echo "tools/build.sh: unknown program family $family" >&2; exit 2; }
   "build_$family"

@@ -1,5 +1,14 @@
 """Plays the Pulumi engine's part for the program's remote commands against a real host.
 
+Only the real-cluster scenarios (test_real_cluster.py) still use it; every other real-host
+scenario runs the program under the real engine (tests/realengine). Why these stay: they look
+between the steps of one update, which the real engine does not stop at: the Node registered
+but without a CNI config yet, the program's NodeLifecycle called by hand once it exists, a
+drain held by a PodDisruptionBudget, the kube-proxy DaemonSet and Service routes set up between
+updates; and they play the cluster side with the stack's least-privilege credential. The same
+join, labels, demo pods, port change, rolling restart and destroy under the real engine are
+test_real_engine.py's.
+
 The program is evaluated under mocks (tests/program/harness.py), with the stack outputs of the
 last successful update as its StackReference to itself reads them; every
 `command:remote:Command` it registers is then run over SSH the way the engine would:

@@ -1,21 +1,21 @@
-"""The program's own scripts applied to an emulated 2-socket NUMA machine, through a whole lifecycle,
-with the REAL kubelet (built by `make tools`) as each kubelet@numa<N>.
+"""The program applied to an emulated 2-socket NUMA machine through a whole lifecycle by the REAL
+Pulumi engine (`pulumi up` / `destroy` of this repository's program through the built CLI, its
+Python language host and plugin cache: tests/realengine/engine.py), with the REAL kubelet (built
+by `make tools`) as each kubelet@numa<N>.
 
-The scenarios build on each other (apply, re-apply, change, replace, interrupt, destroy), in
-file order, on one host; the destroy at the end also runs if a scenario fails. The stack is the
-dev stack (standalone, no cluster) with the real kubelet's path and anonymous access to the
-kubelets' own ports, so the tests read what each kubelet runs with: its command line and its
-effective configuration (/configz, tests/integration/realkubelet.py).
+The scenarios build on each other (apply, re-apply, change, replace, destroy), in file order, on
+one host; the destroy at the end also runs if a scenario fails. The stack is the dev stack
+(standalone, no cluster) with the real kubelet's path and anonymous access to the kubelets' own
+ports, so the tests read what each kubelet runs with: its command line and its effective
+configuration (/configz, tests/integration/realkubelet.py). An interrupted update is the cluster
+stack's (test_real_engine.py: SIGINT and SIGKILL of the CLI during the kubelet's step).
 """
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 
 from tests.integration.conftest import TIMINGS
-from tests.integration.engine import CommandFailed, Engine
 from tests.integration.hostcheck import DEV_STACK_CREATED_PATHS, DEV_STACK_UNITS, HostView
 from tests.integration.realkubelet import (
     ANONYMOUS_ACCESS,
@@ -27,8 +27,10 @@ from tests.integration.realkubelet import (
     wait_for,
 )
 from tests.program.harness import load_stack_file
+from tests.realengine.engine import UpdateFailed, project_engine
 
-pytestmark = pytest.mark.realtools("kubelet")  # the kubelet: built by tools/build.sh
+# The last family it needs: the CLI, its language host and the plugin doubles come after the kubelet.
+pytestmark = pytest.mark.realtools("pulumi")
 
 
 def stack_for(host, base: str = "dev") -> dict:
@@ -40,15 +42,15 @@ def stack_for(host, base: str = "dev") -> dict:
 
 
 @pytest.fixture(scope="module")
-def deployment(numa_host, testhost_image, origin_kubelet):
+def deployment(numa_host, testhost_image, origin_kubelet, tmp_path_factory):
     TIMINGS.append(("test host image build (as recorded when it was built)", testhost_image.build_seconds))
     TIMINGS.append(("boot origin machine to SSH", numa_host.boot_seconds))
-    engine = Engine(lambda script, stdin: numa_host.run(script, stdin=stdin, check=False))
+    engine = project_engine(tmp_path_factory.mktemp("lifecycle"), "lifecycle")
     config = stack_for(numa_host)
     config.update(kubeletPath=GUEST_KUBELET, kubeletConfig=ANONYMOUS_ACCESS)
     state = {"config": config, "engine": engine, "view": HostView(numa_host)}
     yield state
-    if engine.state:
+    if engine.created and engine.resources():
         engine.destroy()
 
 
@@ -123,9 +125,10 @@ def test_second_apply_runs_nothing_and_rerunning_every_script_restarts_nothing(d
     engine, view = deployment["engine"], deployment["view"]
     before = {unit: view.started_at(unit) for unit in DEV_STACK_UNITS}
     assert engine.up(deployment["config"]) == []
-    for command in engine.state.values():
-        result = view.host.run(command.inputs["create"], stdin=command.inputs.get("stdin"), check=False)
-        assert result.rc == 0, f"{command.name}: {result.stderr}"
+    # Each command's script as the engine holds it, run again by hand: idempotent.
+    for name, inputs in engine.commands().items():
+        result = view.host.run(inputs["create"], stdin=inputs.get("stdin"), check=False)
+        assert result.rc == 0, f"{name}: {result.stderr}"
     assert {unit: view.started_at(unit) for unit in DEV_STACK_UNITS} == before
     assert not view.exists("/run/numa-kubelets/pending") or view.sh("ls /run/numa-kubelets/pending") == ""
 
@@ -155,9 +158,14 @@ def test_changing_a_slice_cpuset_applies_live_without_restarts(deployment):
 
 
 def test_replacing_the_runtime_loses_nothing(deployment):
+    """`pulumi up --replace` of a runtime's command: deleted before it is created again (its own
+    delete script would otherwise remove what the new one just wrote)."""
     engine, view = deployment["engine"], deployment["view"]
-    assert engine.state["numa-a-numa0-containerd"].delete_before_replace
-    engine.replace("numa-a-numa0-containerd")
+    [urn] = [r["urn"] for r in engine.resources() if r["urn"].endswith("::numa-a-numa0-containerd")]
+    ran = engine.up(deployment["config"], "--replace", urn)
+    # The old one's delete first (delete_before_replace), then the new one's create.
+    ops = ["delete-replaced", "replace", "create-replacement"]
+    assert ran == [("numa-a-numa0-containerd", op) for op in ops], ran
     for path in ("/etc/numa-kubelets/numa0/containerd.toml", "/etc/systemd/system/containerd@numa0.service"):
         assert view.exists(path), path
     for unit in DEV_STACK_UNITS:
@@ -165,30 +173,12 @@ def test_replacing_the_runtime_loses_nothing(deployment):
     assert engine.up(deployment["config"]) == []
 
 
-def test_an_interrupted_update_converges_on_the_next_run(deployment):
-    engine, view = deployment["engine"], deployment["view"]
-    changed = copy.deepcopy(deployment["config"])
-    changed["hosts"][0]["kubelets"][0]["maxPods"] = 7
-    probe = Engine(engine.runner)
-    probe.state = dict(engine.state)
-    # Die like a dropped SSH session: after the files are written, before the restart.
-    dying = 'systemctl() { if [ "$1" = restart ]; then kill -9 $$; fi; command systemctl "$@"; }\n'
-    probe.runner = lambda script, stdin: view.host.run(dying + script, stdin=stdin, check=False)
-    with pytest.raises(CommandFailed):
-        probe.up(changed)
-    assert "maxPods: 7" in view.sh("cat /etc/numa-kubelets/numa0/kubelet-config.yaml")
-    assert running_kubelet(view, 0, 10250)["config"]["maxPods"] == 1  # not restarted yet
-    deployment["config"] = changed
-    engine.up(changed)
-    assert running_kubelet(view, 0, 10250)["config"]["maxPods"] == 7
-    assert view.sh("ls /run/numa-kubelets/pending 2>/dev/null || true") == ""
-
-
 def test_destroy_leaves_the_host_as_it_was(deployment, stopwatch):
     engine, view = deployment["engine"], deployment["view"]
     with stopwatch("destroy (origin machine)"):
         ran = engine.destroy()
-    assert len(ran) == 7 and all(phase == "delete" for _, phase in ran)  # the preflight has nothing to undo
+    # Every command goes; the preflight's has no delete script (it has nothing to undo).
+    assert len(ran) == 8 and all(phase == "delete" for _, phase in ran), ran
     for path in DEV_STACK_CREATED_PATHS:
         assert not view.exists(path), path
     assert view.sh("systemctl list-units --all --plain --no-legend 'kubelet@*' 'containerd@*' 'numa*.slice'") == ""
@@ -199,16 +189,17 @@ def test_destroy_leaves_the_host_as_it_was(deployment, stopwatch):
     assert view.runtime_control_dropins() == ""
 
 
-def test_preflight_rejects_a_host_that_differs_from_the_config(numa_host):
+def test_preflight_rejects_a_host_that_differs_from_the_config(numa_host, tmp_path):
     config = stack_for(numa_host)
     config["hosts"][0]["numaNodes"] = [{"id": 0, "cpus": "0-2"}, {"id": 1, "cpus": "3-7"}]
     config["hosts"][0]["systemCpus"] = "0,3"
-    engine = Engine(lambda script, stdin: numa_host.run(script, stdin=stdin, check=False))
-    with pytest.raises(CommandFailed) as failure:
+    engine = project_engine(tmp_path, "preflight")
+    with pytest.raises(UpdateFailed) as failure:
         engine.up(config)
-    assert failure.value.name == "numa-a-preflight"
-    message = failure.value.result.stderr
+    message = failure.value.output
+    assert "numa-a-preflight" in message
     assert "numa-kubelets preflight failed on host numa-a" in message
     assert "NUMA node 0 has cpus '0-3' on the host, the configuration declares '0-2'" in message
     assert "NUMA node 1 has cpus '4-7' on the host, the configuration declares '3-7'" in message
-    assert [name for name, _ in engine.log] == ["numa-a-preflight"]  # nothing else ran
+    assert failure.value.steps == []  # nothing else ran
+    assert engine.commands() == {}

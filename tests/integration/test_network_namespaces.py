@@ -5,7 +5,9 @@ tests' SSH session runs through, with addresses in qemu's user network 10.0.2.0/
 gateway 10.0.2.2 (DESIGN.md section 7). A second SSH connection streams a tick every half
 second for the whole module: any drop or stall of the host's own network shows up there.
 
-The kubelets are the REAL kubelet (built by `make tools`), standalone, with anonymous access
+The stack is applied by the REAL Pulumi engine (`pulumi up` / `destroy` of this repository's
+program through the built CLI, language host and plugin cache: tests/realengine/engine.py). The
+kubelets are the REAL kubelet (built by `make tools`), standalone, with anonymous access
 to their own ports so the tests read what each runs with (tests/integration/realkubelet.py).
 The scenarios build on each other in file order on the shared origin machine: preflight,
 apply, checks (a hostNetwork static pod of each kubelet; a container started through ctr as a
@@ -26,7 +28,6 @@ import pytest
 
 from tests.cri import PAUSE_IMAGE, WORKLOAD_IMAGE, CriTestClient
 from tests.integration.conftest import TIMINGS
-from tests.integration.engine import CommandFailed, Engine
 from tests.integration.hostcheck import HostView
 from tests.integration.realkubelet import (
     ANONYMOUS_ACCESS,
@@ -40,9 +41,11 @@ from tests.integration.realkubelet import (
     write_atomically,
 )
 from tests.integration.test_lifecycle import stack_for
+from tests.realengine.engine import UpdateFailed, project_engine
 from tests.testhost.ssh import SshSession
 
-pytestmark = pytest.mark.realtools("kubelet")  # the kubelet: built by tools/build.sh
+# The last family it needs: the CLI, its language host and the plugin doubles come after the kubelet.
+pytestmark = pytest.mark.realtools("pulumi")
 
 q = shlex.quote
 ADDRESSES = {0: "10.0.2.21/24", 1: "10.0.2.22/24"}
@@ -141,10 +144,10 @@ STATIC_PODS = "/etc/numa-kubelets-test/namespace-static-pods"
 
 
 @pytest.fixture(scope="module")
-def namespaced(numa_host, origin_kubelet):
+def namespaced(numa_host, origin_kubelet, tmp_path_factory):
     view = HostView(numa_host)
     parent = parent_interface(view)
-    engine = Engine(lambda script, stdin: numa_host.run(script, stdin=stdin, check=False))
+    engine = project_engine(tmp_path_factory.mktemp("namespace-mode"), "namespaces")
     config = namespace_stack(numa_host, parent)
     config["kubeletConfig"] = {"staticPodPath": STATIC_PODS, **ANONYMOUS_ACCESS}
     view.sh(f"mkdir -p {STATIC_PODS}")
@@ -158,27 +161,27 @@ def namespaced(numa_host, origin_kubelet):
     }
     yield state
     state["ticker"].stop()
-    if engine.state:
+    if engine.created and engine.resources():
         engine.destroy()
     view.sh("rm -rf /etc/numa-kubelets-test")
 
 
-def test_preflight_reports_a_missing_parent_and_an_address_already_on_the_lan(numa_host, namespaced):
+def test_preflight_reports_a_missing_parent_and_an_address_already_on_the_lan(numa_host, namespaced, tmp_path):
     config = copy.deepcopy(namespaced["config"])
     config["hosts"][0]["network"]["parent"] = "nosuch0"
     config["hosts"][0]["kubelets"][1]["address"] = "10.0.2.3/24"  # qemu's DNS address: answers ARP
-    engine = Engine(lambda script, stdin: numa_host.run(script, stdin=stdin, check=False))
-    with pytest.raises(CommandFailed) as failure:
+    engine = project_engine(tmp_path, "preflight")
+    with pytest.raises(UpdateFailed) as failure:
         engine.up(config)
-    assert [name for name, _ in engine.log] == ["numa-a-preflight"]
-    message = failure.value.result.stderr
-    assert "parent interface nosuch0 does not exist" in message
+    assert failure.value.steps == [] and engine.commands() == {}  # the preflight failed, nothing else ran
+    assert "numa-a-preflight" in failure.value.output
+    assert "parent interface nosuch0 does not exist" in failure.value.output
     config["hosts"][0]["network"]["parent"] = namespaced["parent"]
-    engine = Engine(engine.runner)
-    with pytest.raises(CommandFailed) as failure:
+    with pytest.raises(UpdateFailed) as failure:
         engine.up(config)
-    assert "10.0.2.3 (for numa1) already answers on the LAN" in failure.value.result.stderr
-    assert "10.0.2.21" not in failure.value.result.stderr
+    # The report's lines ("  - <problem>"; the error also quotes the script, which holds every check).
+    assert "- 10.0.2.3 (for numa1) already answers on the LAN" in failure.value.output
+    assert "- 10.0.2.21 (for numa0)" not in failure.value.output
 
 
 def test_apply_puts_each_kubelet_and_its_containerd_in_its_own_namespace(namespaced, stopwatch):
@@ -319,9 +322,10 @@ def test_reapply_runs_and_restarts_nothing(namespaced):
     engine, view = namespaced["engine"], namespaced["view"]
     before = {unit: view.started_at(unit) for unit in UNITS}
     assert engine.up(namespaced["config"]) == []
-    for command in engine.state.values():
-        result = view.host.run(command.inputs["create"], stdin=command.inputs.get("stdin"), check=False)
-        assert result.rc == 0, f"{command.name}: {result.stderr}"
+    # Each command's script as the engine holds it, run again by hand: idempotent.
+    for name, inputs in engine.commands().items():
+        result = view.host.run(inputs["create"], stdin=inputs.get("stdin"), check=False)
+        assert result.rc == 0, f"{name}: {result.stderr}"
     assert {unit: view.started_at(unit) for unit in UNITS} == before
     namespaced["ticker"].assert_alive("re-apply")
 
@@ -370,7 +374,7 @@ def test_destroy_leaves_the_host_network_as_it_was(namespaced, stopwatch):
     engine, view = namespaced["engine"], namespaced["view"]
     with stopwatch("namespace mode: destroy"):
         ran = engine.destroy()
-    assert len(ran) == 9 and all(phase == "delete" for _, phase in ran)
+    assert len(ran) == 10 and all(phase == "delete" for _, phase in ran), ran  # the preflight's too (no script)
     assert snapshot(view, namespaced["parent"]) == namespaced["before"]
     assert not view.exists("/var/lib/numa-kubelets") and not view.exists("/etc/netns")
     assert view.sh("systemctl list-units --all --plain --no-legend 'numa-netns@*'") == ""

@@ -2,8 +2,10 @@
 interleaved across the nodes (0,3,6 / 1,4,7 / 2,5, as some BIOSes number them): the test host's
 second topology, with the program's defaults everywhere.
 
-No cluster: each kubelet@numa<N> runs the real kubelet binary, started by the program's own
-scripts in numa<N>.slice, with a static pod from a `staticPodPath` given through the stack's
+No cluster: the REAL Pulumi engine applies the stack (`pulumi up` / `destroy` of this
+repository's program through the built CLI, language host and plugin cache:
+tests/realengine/engine.py), and each kubelet@numa<N> runs the real kubelet binary, started by
+the program's own scripts in numa<N>.slice, with a static pod from a `staticPodPath` given through the stack's
 `kubeletConfig`. The binary is copied into the guest at test time to the stack's `kubeletPath`
 (/usr/local/bin/kubelet), so the image's stand-in at /usr/bin/kubelet stays what it was. Images
 stay registry-free: the busybox-based pause and workload images are imported into each
@@ -40,7 +42,6 @@ from numa_kubelets.problems import ConfigError
 from numa_kubelets.render import SYSTEMD_CGROUP_CONTROLLERS
 from tests.cri import PAUSE_IMAGE, WORKLOAD_IMAGE, ContainerSpec, CriTestClient, PodSpec, pod_cgroup_parent
 from tests.integration.conftest import TIMINGS, Stopwatch
-from tests.integration.engine import Engine
 from tests.integration.hostcheck import HostView
 from tests.integration.realkubelet import (
     ANONYMOUS_ACCESS,
@@ -55,11 +56,13 @@ from tests.integration.realkubelet import (
     wait_for,
     write_atomically,
 )
+from tests.realengine.engine import project_engine
 from tests.testhost import recipe
 from tests.testhost.fixtures import STANDALONE_SUITES
 from tests.testhost.topology import format_cpulist
 
-pytestmark = pytest.mark.realtools("kubelet")  # the kubelet: built by tools/build.sh
+# The last family it needs: the CLI, its language host and the plugin doubles come after the kubelet.
+pytestmark = pytest.mark.realtools("pulumi")
 
 q = shlex.quote
 
@@ -164,7 +167,7 @@ def standalone_stack(host) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module", params=STANDALONE_SUITES)
-def real(request, boot_testhost):
+def real(request, boot_testhost, tmp_path_factory):
     """Per test host OS: a 3-node interleaved machine of that OS, booted for this module."""
     if request.param not in recipe.SUITES:
         raise ValueError(f"NUMA_KUBELETS_STANDALONE_SUITES: unknown suite {request.param!r} (known: {recipe.SUITES})")
@@ -181,7 +184,7 @@ def real(request, boot_testhost):
     host.run(
         f"mkdir -p {q(MANIFESTS_DIR)} /etc/cni/net.d && cat > {q(CNI_CONFLIST_PATH)}", stdin=json.dumps(CNI_CONFLIST)
     )
-    engine = Engine(lambda script, stdin: host.run(script, stdin=stdin, check=False))
+    engine = project_engine(tmp_path_factory.mktemp(f"standalone-{request.param}"), f"standalone-{request.param}")
     state = {
         "host": host,
         "view": view,
@@ -193,12 +196,15 @@ def real(request, boot_testhost):
         "netns_mount_point": view.host.run("mountpoint -q /run/netns", check=False).rc == 0,
     }
     yield state
-    if engine.state:
+    if engine.created and engine.resources():
         engine.destroy()
     view.sh(
         f"rm -rf {q(MANIFESTS_ROOT)} {q(GUEST_KUBELET)} {q(CNI_CONFLIST_PATH)}; "
         f"ip link delete cnitest1 2>/dev/null || true; rm -rf /var/lib/cni/networks/{CNI_NETWORK}"
     )
+    # This machine is the module's alone: stopped now, not at the session's end (an idle guest with
+    # its kubelets gone still costs a quarter of a core under TCG, which the later modules need).
+    host.shutdown()
 
 
 def test_apply_starts_the_real_kubelet_in_each_slice_of_the_defaults(real, stopwatch):
@@ -236,7 +242,7 @@ def test_apply_starts_the_real_kubelet_in_each_slice_of_the_defaults(real, stopw
 
 def test_the_preflight_reports_the_runtime_versions_of_the_host(real):
     suite, engine = real["suite"], real["engine"]
-    versions = check_preflight_report(real["host"], engine.state[f"{HOST}-preflight"].inputs["create"], suite)
+    versions = check_preflight_report(real["host"], engine.commands()[f"{HOST}-preflight"]["create"], suite)
     TIMINGS.append((f"[{suite}] {versions}", 0.0))
 
 

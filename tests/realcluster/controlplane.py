@@ -41,6 +41,7 @@ POD_CIDR = "10.244.0.0/16"
 NODE_CIDR_MASK = 24
 START_TIMEOUT = 90.0
 LOG_TAIL_LINES = 40
+CONTROLLERS = ("kube-controller-manager", "kube-scheduler")  # started after the API server, in this order
 
 # The stack's credential with exactly the rights README.md lists ("Rights of the stack's
 # kubeconfig"), so a test that passes with it proves the list is enough.
@@ -97,7 +98,7 @@ class Component:
     log: Path
     process: subprocess.Popen[bytes] | None = None
 
-    def start(self) -> None:
+    def start(self, outlive_parent: bool = False) -> None:
         with self.log.open("wb") as log:
             self.process = subprocess.Popen(
                 self.command,
@@ -105,7 +106,7 @@ class Component:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                preexec_fn=_die_with_parent,
+                preexec_fn=None if outlive_parent else _die_with_parent,
             )
 
     def tail(self) -> str:
@@ -176,10 +177,18 @@ def _b64_file(path: str) -> str:
     return base64.b64encode(Path(path).read_bytes()).decode()
 
 
+# Where a control plane that outlives its starter (`make demo`) records its components' pids.
+PIDS_FILE = "pids"
+
+
 @dataclass
 class ControlPlane:
+    """`outlive_parent`: the components keep running after this process ends (`make demo`, which
+    `make demo-down` stops with `stop_recorded`); otherwise they die with it (the tests)."""
+
     directory: Path
     components: list[Component] = field(default_factory=list)
+    outlive_parent: bool = False
 
     def __post_init__(self) -> None:
         self.pki_dir = self.directory / "pki"
@@ -218,11 +227,68 @@ class ControlPlane:
         for component in reversed(self.components):
             component.stop()
 
+    @staticmethod
+    def stop_recorded(directory: Path) -> list[str]:
+        """Stop the components a control plane with `outlive_parent` started from `directory`,
+        the last started first; the names of those that were still running."""
+        stopped = []
+        record = directory / PIDS_FILE
+        lines = record.read_text().splitlines() if record.exists() else []
+        for line in reversed(lines):
+            name, pid = line.split()
+            if _terminate(int(pid), name):
+                stopped.append(name)
+        record.unlink(missing_ok=True)
+        return stopped
+
+    def component(self, name: str) -> Component:
+        [found] = [c for c in self.components if c.name == name]
+        return found
+
+    def stop_apiserver(self) -> None:
+        """The API server down (a failure-path test); etcd keeps running. The scheduler and the
+        controller-manager go too: in a real control plane they run with leader election, and one
+        that cannot renew its lease exits (its kubelet restarts it, with fresh caches, once the
+        API server is back). Here they run without it, and a scheduler kept alive across the
+        outage was seen to miss a pod's deletion ("Scheduler cache is corrupted") and never
+        schedule its replacement."""
+        for name in (*CONTROLLERS, "kube-apiserver"):
+            self.component(name).stop()
+
+    def start_apiserver_again(self) -> None:
+        """The same API server back on the same port, then the controllers, each waited for until
+        ready (their old logs kept)."""
+        apiserver = self._restart("kube-apiserver")
+        context = ssl.create_default_context(cafile=str(self.ca.pair.cert))
+        context.load_cert_chain(self.pki_dir / "admin.crt", self.pki_dir / "admin.key")
+        self._wait(apiserver, f"{self.server}/readyz", context)
+        for name in CONTROLLERS:
+            controller = self._restart(name)
+            [port] = [
+                arg.removeprefix("--secure-port=") for arg in controller.command if arg.startswith("--secure-port=")
+            ]
+            self._wait(controller, f"https://127.0.0.1:{port}/healthz", _unverified())
+
+    def _restart(self, name: str) -> Component:
+        component = self.component(name)
+        component.log.replace(component.log.with_suffix(f".{time.time_ns()}.log"))
+        component.start(self.outlive_parent)
+        self._record(component)
+        return component
+
     def _component(self, name: str, command: list[str]) -> Component:
         component = Component(name, command, self.directory / f"{name}.log")
         self.components.append(component)
-        component.start()
+        component.start(self.outlive_parent)
+        self._record(component)
         return component
+
+    def _record(self, component: Component) -> None:
+        """What outlives this process is written down for `stop_recorded`."""
+        if self.outlive_parent:
+            assert component.process is not None
+            with (self.directory / PIDS_FILE).open("a") as record:
+                record.write(f"{component.name} {component.process.pid}\n")
 
     def _wait(self, component: Component, url: str, context: ssl.SSLContext | None) -> None:
         deadline = time.monotonic() + START_TIMEOUT
@@ -371,6 +437,23 @@ class ControlPlane:
             {"metadata": {"name": STACK_USER}, "roleRef": _role_ref("Role", STACK_USER), "subjects": subject},
         )
         self.stack_kubeconfig = self.client_kubeconfig("stack", STACK_USER)
+
+
+def _terminate(pid: int, name: str) -> bool:
+    """SIGTERM the recorded component if the pid still runs that program (a pid may be reused
+    after a reboot), then wait for it; SIGKILL after 15 s."""
+    try:
+        if Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].rsplit(b"/", 1)[-1] != name.encode():
+            return False
+        os.kill(pid, signal.SIGTERM)
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    deadline = time.monotonic() + 15
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if Path(f"/proc/{pid}").exists():
+        os.kill(pid, signal.SIGKILL)
+    return True
 
 
 def _role_ref(kind: str, name: str) -> dict[str, str]:
