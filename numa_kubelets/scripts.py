@@ -386,14 +386,26 @@ def containerd_scripts(host: HostPlan, kubelet: KubeletPlan, plan: Plan) -> Host
         f"rm -f {' '.join(q(file.path) for file in files)}\n",
         f"rm -rf {q(layout.containerd_root)} {q(layout.containerd_state)}\n",
         _last_runtime_restores_netns_dir(),
-        # The mount point the prepare script made; a host's own containerd keeps it busy.
-        f"rmdir {q(layout.config_dir)} /etc/numa-kubelets {q(SHARED_CONTAINERD_RUN)} 2>/dev/null || true\n",
+        f"rmdir {q(layout.config_dir)} /etc/numa-kubelets 2>/dev/null || true\n",
+        # The mount point the prepare script made (a host's own containerd keeps it busy), and on
+        # which every running instance's launcher binds its own run directory, in its own mount
+        # namespace. Linux detaches the mounts on a directory removed in another namespace, so
+        # removed while another instance runs, that instance would lose its run directory: its
+        # shims' runc state gone, its containers never stopped (seen under the real engine, a
+        # pod stuck terminating while the other NUMA node's runtime was removed). The last goes.
+        _when_last_instance("containerd", f"rmdir {q(SHARED_CONTAINERD_RUN)} 2>/dev/null || true\n"),
         'for scope in $pod_scopes; do systemctl reset-failed "$scope" 2>/dev/null || true; done\n',
         f"forget {q(unit)}\n",
         "systemctl daemon-reload\n",
     ]
     title = f"{unit} on host {host.name}"
     return _host_scripts(host, title, apply_steps, f"remove {unit} and its state from host {host.name}", remove_steps)
+
+
+def _when_last_instance(kind: str, step: str) -> str:
+    """`step` only once no `kind`@numa<N> unit file is left on the host (each removal deletes its
+    own first, so of instances removed side by side the last to look runs it)."""
+    return f"if ! ls /etc/systemd/system/{kind}@numa*.service >/dev/null 2>&1; then\n  {step}fi\n"
 
 
 def _last_runtime_restores_netns_dir() -> str:
@@ -564,10 +576,13 @@ def kubelet_scripts(host: HostPlan, kubelet: KubeletPlan, plan: Plan) -> HostScr
         "  exec 9>/run/numa-kubelets/device-plugins.lock\n"
         "  flock 9\n"
         f"  while mountpoint -q {q(SHARED_DEVICE_PLUGINS_DIR)}; do umount {q(SHARED_DEVICE_PLUGINS_DIR)}; done\n"
+        # Each kubelet's launcher binds its own directory on it in its mount namespace: only the
+        # last kubelet removes it (see the containerd removal's run directory for why).
+        f"  rmdir {q(SHARED_DEVICE_PLUGINS_DIR)} /var/lib/kubelet 2>/dev/null || true\n"
         "  rm -f /run/numa-kubelets/device-plugins.lock\n"
         "  exec 9>&-\n"
         "fi\n",
-        f"rmdir {q(layout.config_dir)} /etc/numa-kubelets {q(SHARED_DEVICE_PLUGINS_DIR)} /var/lib/kubelet 2>/dev/null || true\n",
+        f"rmdir {q(layout.config_dir)} /etc/numa-kubelets 2>/dev/null || true\n",
         f"forget {q(unit)}\n",
         "systemctl daemon-reload\n",
     ]
