@@ -8,9 +8,10 @@ cluster and the demo pods, its stack file written as a user writes it, the stack
 as a secret. While an update runs, the node agent (tests/realengine/agent.py) does what a
 cluster's DaemonSets would: the images into each containerd, each Node's CNI config.
 
-Scenarios build on each other in file order (preview, up, secrets, re-apply, label change, port
-change, rolling restart of both, an interrupted update, refresh after a reboot, destroy); the
-fixture destroys what is left if one fails.
+Scenarios build on each other in file order (preview, a first up killed, up, secrets, re-apply,
+label change, port change, rolling restart of both, an interrupted update, the API server down,
+the host lost mid-rollout, refresh after a reboot, destroy); the fixture destroys what is left if
+one fails.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from tests.integration.test_real_cluster import running_container_id  # (the sam
 from tests.realcluster.controlplane import ControlPlane
 from tests.realengine.demo import NAMESPACE, DemoStack, demo_stack_config, parent_interface, plan_of
 from tests.realengine.engine import UpdateFailed
+from tests.realengine.relay import SshRelay
 
 # The last family it needs: the kubernetes provider comes after the CLI and the doubles.
 pytestmark = pytest.mark.realtools("pulumi_kubernetes")
@@ -61,12 +63,18 @@ def deployed(numa_host, origin_kubelet, control_plane: ControlPlane, tmp_path_fa
     demo = DemoStack(project, directory / "state", None, control_plane.admin_kubeconfig)
     view = HostView(numa_host)
     parent = parent_interface(numa_host)
+    # The stack reaches the host through a relay the SSH scenario cuts; the tests reach it directly.
+    relay = SshRelay(numa_host.port)
+    relay.start()
+    config = demo_stack_config(numa_host, parent, control_plane)
+    config["hosts"][0]["sshPort"] = relay.port
     state: dict[str, Any] = {
         "host": numa_host,
         "view": view,
         "demo": demo,
         "core": demo.core,
-        "config": demo_stack_config(numa_host, parent, control_plane),
+        "config": config,
+        "relay": relay,
         "parent": parent,
         "before": snapshot(view, parent),
         "plane": control_plane,
@@ -74,8 +82,10 @@ def deployed(numa_host, origin_kubelet, control_plane: ControlPlane, tmp_path_fa
         "tokens_before": bootstrap_tokens(demo.core),
     }
     yield state
+    relay.ensure_started()
     if demo.engine.created and demo.engine.resources():
         demo.destroy()
+    relay.stop()
     for name in NODES:
         try:
             demo.core.delete_node(name)
@@ -140,12 +150,49 @@ def test_a_fresh_stacks_preview_names_every_host_resource_and_shows_no_secret(de
     assert not view.exists("/etc/systemd/system/numa0.slice"), "a preview changed the host"
 
 
+def pending_creates(deployed) -> set[str]:
+    """The resources the engine's state holds as still being created, by name."""
+    deployment = json.loads(deployed["demo"].stack.export())["deployment"]
+    return {
+        operation["resource"]["urn"].rsplit("::", 1)[-1]
+        for operation in deployment.get("pending_operations") or []
+        if operation["type"] == "creating"
+    }
+
+
+def test_a_first_up_killed_while_creating_is_finished_by_the_next(deployed, stopwatch):
+    """The CLI killed (SIGKILL, a runner lost) while the first `pulumi up` creates a kubelet: what the
+    state holds, what the next `pulumi up` demands and does, and `pulumi refresh
+    --clear-pending-creates` for the engine's record (README "When an update is interrupted")."""
+    demo = deployed["demo"]
+    demo.engine.write_config(deployed["config"])
+    with stopwatch("real engine: a first up killed during a kubelet's create"):
+        killed = demo.engine.interrupted_up(signal.SIGKILL, "numa-a-numa1-kubelet")
+    assert killed.returncode == -signal.SIGKILL
+    demo.stack.run("cancel", "--yes")  # the killed CLI's lock (shown refused in the SIGKILL scenario below)
+    pending = pending_creates(deployed)
+    TIMINGS.append((f"real engine: pending creates after the kill: {', '.join(sorted(pending))}", 0.0))
+    assert "numa-a-numa1-kubelet" in pending, pending
+    created = set(demo.engine.commands())
+    assert created < set(HOST_COMMANDS) and not pending & created
+    deployed["created_by_the_killed_up"] = created
+    deployed["pending"] = pending
+
+
 def test_up_joins_both_kubelets_and_proves_each_demo_pods_placement(deployed, stopwatch):
     demo, view, core = deployed["demo"], deployed["view"], deployed["core"]
     with stopwatch("real engine: pulumi up of the demo stack (cluster, namespace mode, demo pods)"):
         steps = demo.up(deployed["host"], deployed["config"])
-    assert sorted(name for name, _ in steps) == sorted((*HOST_COMMANDS, *PROBES))
+    # The killed update's pending creates are no obstacle: the engine warns and creates them again
+    # (their scripts are idempotent), with everything the killed update had not reached.
+    assert "pending operations from previous deployment" in demo.engine.last_output
+    created = deployed["created_by_the_killed_up"]
+    assert sorted([*created, *(name for name, _ in steps)]) == sorted((*HOST_COMMANDS, *PROBES))
     assert {op for _, op in steps} == {"create"}
+    # The engine keeps its record of them until it is told to drop it.
+    assert pending_creates(deployed) == deployed["pending"]
+    demo.stack.run("refresh", "--yes", "--skip-preview", "--clear-pending-creates")
+    assert pending_creates(deployed) == set()
     outputs = demo.stack.outputs()
     assert outputs["placementOk"] is True
     verdicts = {verdict["numaNode"]: verdict for verdict in outputs["placement"]}
@@ -362,6 +409,58 @@ def test_an_update_while_the_api_server_is_down_fails_naming_it_and_the_next_con
     node = core.read_node("numa-a-numa1")
     assert node_ready(node) and not node.spec.unschedulable
     assert demo.stack.outputs()["placementOk"] is True
+    deployed["config"], deployed["pids"] = changed, main_pids(view)
+
+
+KUBELET_STEPS = tuple(f"numa-a-numa{numa}-kubelet" for numa in (0, 1))
+
+
+def test_a_host_lost_mid_rollout_stops_it_at_that_step_and_the_next_up_resumes(deployed, stopwatch):
+    """A change that restarts both kubelets; the host stops answering SSH (the relay cut) as soon
+    as the engine starts the first kubelet's step. The update fails naming that step, the second
+    kubelet is never touched; with SSH back, the next update re-runs the step and goes on."""
+    demo, view, core, relay = deployed["demo"], deployed["view"], deployed["core"], deployed["relay"]
+    changed = copy.deepcopy(deployed["config"])
+    for kubelet in changed["hosts"][0]["kubelets"]:
+        kubelet["maxPods"] = 6
+    cut: list[str] = []
+
+    def lose_the_host(step: str) -> None:
+        relay.cut()
+        cut.append(step)
+
+    try:
+        with stopwatch("real engine: an update that loses the host mid-step"), pytest.raises(UpdateFailed) as failure:
+            # No preview first: its events would name the step before the update reaches it.
+            demo.up(deployed["host"], changed, "--skip-preview", when_started=(KUBELET_STEPS, lose_the_host))
+    finally:
+        relay.ensure_started()
+    [first] = cut
+    [second] = [step for step in KUBELET_STEPS if step != first]
+    output = failure.value.output
+    TIMINGS.append(("real engine: the error with the host lost: " + error_line(output), 0.0))
+    assert f"command:remote:Command ({first}):" in output, output[-3000:]
+    # Lost while connecting (refused, retried) or while the script ran (the session ended).
+    assert f"127.0.0.1:{relay.port}" in output or "without exit status" in output, output[-3000:]
+    assert first not in dict(failure.value.steps) and second not in dict(failure.value.steps)
+    # The rollout stopped there: the other kubelet untouched, its Node never drained.
+    second_unit = f"kubelet@numa{KUBELET_STEPS.index(second)}.service"
+    assert view.main_pid(second_unit) == deployed["pids"][second_unit]
+    assert not core.read_node(second.removesuffix("-kubelet")).spec.unschedulable
+    # The first one's Node, drained before its step, stays cordoned until an update finishes it.
+    assert core.read_node(first.removesuffix("-kubelet")).spec.unschedulable
+    with stopwatch("real engine: the next up with the host back"):
+        steps = demo.up(deployed["host"], changed)
+    kubelets = [name for name, _ in steps if name.endswith("-kubelet")]
+    assert kubelets == [first, second], steps
+    for numa in CPUS:
+        assert "maxPods: 6" in view.sh(f"cat /etc/numa-kubelets/numa{numa}/kubelet-config.yaml")
+    assert view.sh("ls /run/numa-kubelets/pending 2>/dev/null || true") == ""
+    for name in NODES:
+        node = core.read_node(name)
+        assert node_ready(node) and not node.spec.unschedulable
+    assert demo.stack.outputs()["placementOk"] is True
+    demo.stack.run("preview", "--expect-no-changes")
     deployed["config"], deployed["pids"] = changed, main_pids(view)
 
 

@@ -73,6 +73,48 @@ def finished_steps(event_log: Path, types: tuple[str, ...] = (COMMAND_TYPE,)) ->
     return steps
 
 
+def descendants(pid: int) -> list[int]:
+    """The processes below `pid` now (children first), read from /proc."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            # The command name may hold spaces and parentheses: the fields after its last ')'.
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, queue = [], [pid]
+    while queue:
+        below = children.get(queue.pop(0), [])
+        found += below
+        queue += below
+    return found
+
+
+class StepWatch:
+    """While its block runs, watches `event_log` and calls `action(name)` once, as soon as the
+    engine starts a step on one of `names`."""
+
+    def __init__(self, event_log: Path, names: tuple[str, ...], action: Callable[[str], None]) -> None:
+        self.event_log, self.names, self.action = event_log, names, action
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def _watch(self) -> None:
+        while not self._stop.is_set():
+            name = next((name for name in self.names if started(self.event_log, name)), None)
+            if name is not None:
+                self.action(name)
+                return
+            self._stop.wait(0.2)
+
+    def __enter__(self) -> StepWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 class RealEngine:
     """One stack of the program under the real engine; `config` is the stack config without the
     `numa-kubelets:` prefix (as the tests' stacks are written)."""
@@ -99,14 +141,22 @@ class RealEngine:
             self.stack.set_config(config)
 
     def up(
-        self, config: dict[str, Any], *args: str, beside: Callable[[], Any] | None = None, **run: Any
+        self,
+        config: dict[str, Any],
+        *args: str,
+        beside: Callable[[], Any] | None = None,
+        when_started: tuple[tuple[str, ...], Callable[[str], None]] | None = None,
+        **run: Any,
     ) -> list[tuple[str, str]]:
         """Converge the stack to `config`; the command steps the engine ran. `beside` is a context
-        manager factory run around the update (e.g. the node agent)."""
+        manager factory run around the update (e.g. the node agent); `when_started` is `(names,
+        action)`: `action(name)` is called once, as soon as the engine starts a step on one of
+        `names` (a test's fault injected in the middle of that step)."""
         self.write_config(config)
         log = self._event_log()
+        watch = StepWatch(log, *when_started) if when_started is not None else contextlib.nullcontext()
         try:
-            with beside() if beside is not None else contextlib.nullcontext():
+            with beside() if beside is not None else contextlib.nullcontext(), watch:
                 result = self.stack.run(
                     "up", "--yes", "--event-log", str(log), *args, **{"timeout": UPDATE_TIMEOUT, **run}
                 )
@@ -122,8 +172,9 @@ class RealEngine:
         """`pulumi up --yes` of the stack's config as it is, sent `signum` `delay` seconds after the
         engine started the step on `during`, as a user's Ctrl-C (SIGINT) or a machine's crash
         (SIGKILL of the CLI) does it. The engine's checkpoints stay on, as in a user's own `pulumi up`.
-        Returns the CLI's exit and output. (A killed CLI leaves its language host and some plugins
-        running, orphaned: they go with the CLI's process group here, as with a crashed machine.)"""
+        Returns the CLI's exit and output. (A killed CLI leaves its language host and plugins
+        running, orphaned, each in a process group of its own: they are killed here after it, as a
+        crashed machine takes them along.)"""
         log = self._event_log()
         env = {key: value for key, value in self.stack.env.items() if key != "PULUMI_SKIP_CHECKPOINTS"}
         # No preview first: the event log is written again for the update, and the step's start is
@@ -154,10 +205,12 @@ class RealEngine:
                 raise AssertionError(f"the engine never started {during}:\n{''.join(output)[-4000:]}")
             time.sleep(0.2)
         time.sleep(delay)
+        engine_processes = descendants(process.pid)
         process.send_signal(signum)
         code = process.wait(timeout=timeout)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
+        for pid in [process.pid, *engine_processes]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         reader.join(timeout=30)
         return subprocess.CompletedProcess(argv, code, "".join(output), "")
 

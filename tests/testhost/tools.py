@@ -17,6 +17,7 @@ DEBIAN_PACKAGE_OF = {
     "qemu-system-x86_64": "qemu-system-x86",
     "qemu-img": "qemu-utils",
     "ssh": "openssh-client",
+    "socat": "socat",
 }
 
 
