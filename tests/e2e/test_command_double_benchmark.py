@@ -72,14 +72,24 @@ def stack(offline_env: dict[str, str], tmp_path: Path) -> Iterator[auto.Stack]: 
 
 
 def commands(**ports_by_name: tuple[str, int]) -> auto.PulumiFn:
-    """One Command per name at (host, port), each exporting its stdout."""
+    """One Command per name at (host, port), each exporting its stdout. The first one is created
+    before the others, which depend on it: the engine starts no step once one has failed, so a
+    refusal must not come before the first one started."""
 
     def program() -> None:
+        first: list[pulumi.Resource] = []
         for name, (host, port) in ports_by_name.items():
             connection = command.remote.ConnectionArgs(
                 host=host, port=port, user="nobody", dial_error_limit=0, per_dial_timeout=2
             )
-            cmd = command.remote.Command(name, connection=connection, create="echo ran", delete="echo ran")
+            cmd = command.remote.Command(
+                name,
+                connection=connection,
+                create="echo ran",
+                delete="echo ran",
+                opts=pulumi.ResourceOptions(depends_on=first),
+            )
+            first = first or [cmd]
             pulumi.export(name, cmd.stdout)
 
     return program
