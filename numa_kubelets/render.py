@@ -255,10 +255,13 @@ def cgroup_controllers_shell(slice_name: str, cgroup_fs: str = CGROUP_FS, record
     offered = f"{cgroup_fs}/{slice_name}/cgroup.controllers"
     controllers = " ".join(KUBELET_CGROUP_CONTROLLERS)
     return (
+        f"mkdir -p {posixpath.dirname(record)}\n"
+        # On a host's first start the kubelets of all NUMA nodes run this at the same moment: under
+        # a lock, so that none records the root's controllers after another turned one on (the
+        # release would then leave it on); each with its own temporary file all the same.
+        f"exec 8>{record}.lock\n"
+        "flock 8\n"
         f"if [ ! -e {record} ]; then\n"
-        f"  mkdir -p {posixpath.dirname(record)}\n"
-        # Each kubelet's script has its own temporary file: on a host's first start the kubelets of
-        # all NUMA nodes run this at the same moment, and one's mv must not take the other's file.
         f"  cat {root} > {record}.$$.tmp && mv -f {record}.$$.tmp {record}\n"
         "fi\n"
         "enable=\n"
@@ -269,6 +272,7 @@ def cgroup_controllers_shell(slice_name: str, cgroup_fs: str = CGROUP_FS, record
         "done\n"
         # One write: the kernel takes a space-separated list.
         f'if [ -n "$enable" ]; then echo "${{enable# }}" > {root}; fi\n'
+        "exec 8>&-\n"
         f"for controller in {controllers}; do\n"
         f'  if grep -qw "$controller" {available} && ! grep -qw "$controller" {offered}; then\n'
         f'    echo "numa-kubelets: {slice_name} lacks the $controller cgroup controller, which the kubelet '
@@ -282,18 +286,24 @@ def cgroup_controllers_shell(slice_name: str, cgroup_fs: str = CGROUP_FS, record
 def release_cgroup_controllers_shell(cgroup_fs: str = CGROUP_FS, record: str = ROOT_CONTROLLERS_RECORD) -> str:
     """For the last slice's remove script: turns off in the root cgroup what was off before the
     kubelets (hugetlb; and rdma, misc, which runc turns on along every container's path), except
-    the controllers systemd manages."""
+    the controllers systemd manages. A write the kernel refuses (EBUSY while a slice's cgroup is
+    still going away) is tried again, a few times, before the record goes."""
     systemd = "|".join(SYSTEMD_CGROUP_CONTROLLERS)
     root = f"{cgroup_fs}/cgroup.subtree_control"
     return (
         f"if [ -e {record} ]; then\n"
         f'  before=" $(cat {record}) "\n'
-        f"  for controller in $(cat {root}); do\n"
-        '    case "$before" in (*" $controller "*) continue;; esac\n'
-        f'    case "$controller" in ({systemd}) continue;; esac\n'
-        f'    echo "-$controller" > {root} 2>/dev/null || true\n'
+        "  for _ in 1 2 3 4 5; do\n"
+        "    refused=\n"
+        f"    for controller in $(cat {root}); do\n"
+        '      case "$before" in (*" $controller "*) continue;; esac\n'
+        f'      case "$controller" in ({systemd}) continue;; esac\n'
+        f'      echo "-$controller" > {root} 2>/dev/null || refused=yes\n'
+        "    done\n"
+        '    [ -z "$refused" ] && break\n'
+        "    sleep 1\n"
         "  done\n"
-        f"  rm -f {record}\n"
+        f"  rm -f {record} {record}.lock\n"
         "fi\n"
     )
 

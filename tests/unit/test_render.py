@@ -298,6 +298,24 @@ def test_removing_the_last_slice_turns_off_what_the_kubelets_turned_on_but_not_s
     assert not record.exists()
 
 
+def test_a_refused_release_is_tried_again(tmp_path):
+    """The kernel refuses to turn a controller off while a child cgroup still uses it: here the
+    writes fail until their directory appears, a second after the release started."""
+    record = tmp_path / "root-cgroup-controllers"
+    record.write_text("cpuset cpu io memory pids\n")
+    (tmp_path / "root-cgroup-controllers.lock").touch()
+    writes = tmp_path / "later" / "writes"
+    fs = fake_cgroup_fs(tmp_path / "cgroup", "cpu io memory hugetlb pids", "")
+    script = release_cgroup_controllers_shell(str(fs), str(record)).replace(
+        f"> {fs}/cgroup.subtree_control 2>", f">> {writes} 2>"
+    )
+    later = subprocess.Popen(["sh", "-c", f"sleep 1.5; mkdir {writes.parent}"])
+    subprocess.run(["sh", "-eu", "-c", script], check=True, timeout=30)
+    later.wait()
+    assert writes.read_text().split() == ["-hugetlb"]
+    assert not record.exists() and not (tmp_path / "root-cgroup-controllers.lock").exists()
+
+
 # ---------------------------------------------------------------- containerd
 
 
