@@ -66,6 +66,7 @@ from tests.integration.realkubelet import (
 from tests.integration.test_network_namespaces import GATEWAY, namespace_stack, net_of, netns_inode, parent_interface
 from tests.realcluster.clients import api_for, create_managed_token
 from tests.realcluster.controlplane import POD_CIDR, ControlPlane, inline_kubeconfig, tool
+from tests.realengine.agent import cni_conflist  # what the node agent writes, the same config
 from tests.testhost.recipe import DEFAULT_SUITE
 from tests.testhost.topology import parse_cpulist
 
@@ -89,30 +90,6 @@ EVICTION_HARD_MEMORY_BYTES = 100 * 1024 * 1024
 NODE_JOIN_TIMEOUT = 300.0
 MAX_PODS = 10
 CNI_CONFLIST = "10-numa-kubelets-test-bridge.conflist"
-
-
-def cni_conflist(pod_cidr: str, numa: int) -> str:
-    """What a CNI DaemonSet writes on its node: a bridge over the Node's podCIDR."""
-    return json.dumps(
-        {
-            "cniVersion": "0.4.0",
-            "name": f"numa-kubelets-test-{numa}",
-            "plugins": [
-                {
-                    "type": "bridge",
-                    "bridge": "cni0",
-                    "isGateway": True,
-                    "ipMasq": False,
-                    # A default route through the bridge: Service addresses are outside the podCIDR.
-                    "ipam": {
-                        "type": "host-local",
-                        "ranges": [[{"subnet": pod_cidr}]],
-                        "routes": [{"dst": "0.0.0.0/0"}],
-                    },
-                }
-            ],
-        }
-    )
 
 
 def node_ready(node: kube_client.V1Node) -> bool:
