@@ -32,7 +32,6 @@ from __future__ import annotations
 import copy
 import json
 import shlex
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +63,7 @@ from tests.integration.realkubelet import (
     write_atomically,
 )
 from tests.integration.test_network_namespaces import GATEWAY, namespace_stack, net_of, netns_inode, parent_interface
+from tests.polling import Polling
 from tests.realcluster.clients import api_for, create_managed_token
 from tests.realcluster.controlplane import POD_CIDR, ControlPlane, inline_kubeconfig, tool
 from tests.realengine.agent import cni_conflist  # what the node agent writes, the same config
@@ -985,29 +985,14 @@ def rolling_pods(core: kube_client.CoreV1Api) -> list[kube_client.V1Pod]:
     return core.list_namespaced_pod(NAMESPACE, label_selector=f"app.kubernetes.io/name={ROLLING}").items
 
 
-class ClusterSampler:
+class ClusterSampler(Polling):
     """What the API says twice a second while an update runs: each Node's schedulability and the
     rollout's mark, and every pod of the Deployment (its Node, deletion, restarts, phase)."""
 
     def __init__(self, core: kube_client.CoreV1Api, nodes: list[str]) -> None:
+        super().__init__(self._sample, 0.5, once_more=True)
         self.core, self.nodes = core, nodes
         self.samples: list[dict[str, Any]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> ClusterSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self._sample()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self._sample()
-            self._stop.wait(0.5)
 
     def _sample(self) -> None:
         nodes = {}

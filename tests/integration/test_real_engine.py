@@ -33,6 +33,7 @@ from tests.integration.hostcheck import HostView
 from tests.integration.realkubelet import kubelet_journal, wait_for
 from tests.integration.test_network_namespaces import snapshot
 from tests.integration.test_real_cluster import running_container_id  # (the same demo namespace)
+from tests.polling import Polling
 from tests.realcluster.controlplane import ControlPlane
 from tests.realengine.demo import NAMESPACE, DemoStack, demo_stack_config, parent_interface, plan_of
 from tests.realengine.engine import UpdateFailed
@@ -298,7 +299,10 @@ def test_a_change_to_both_kubelets_restarts_them_one_after_the_other(deployed, s
         if all(state.values()):
             unschedulable_at_once.append(state)
 
-    with stopwatch("real engine: both kubelets restarted, one NUMA node at a time"), Sampler(sample):
+    with (
+        stopwatch("real engine: both kubelets restarted, one NUMA node at a time"),
+        Polling(sample, 0.5, once_more=True),
+    ):
         steps = demo.up(deployed["host"], changed)
     kubelets = [name for name, _ in steps if name.endswith("-kubelet")]
     assert sorted(kubelets) == ["numa-a-numa0-kubelet", "numa-a-numa1-kubelet"], steps
@@ -315,30 +319,6 @@ def test_a_change_to_both_kubelets_restarts_them_one_after_the_other(deployed, s
         assert node_ready(node) and not node.spec.unschedulable
     TIMINGS.append((f"real engine: samples of the Nodes during the rolling restart: {len(samples)}", 0.0))
     deployed["config"], deployed["pids"] = changed, after
-
-
-class Sampler:
-    """Calls `sample` twice a second while the block runs, and once after it."""
-
-    def __init__(self, sample) -> None:
-        import threading
-
-        self.sample, self._stop = sample, threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.sample()
-            self._stop.wait(0.5)
-
-    def __enter__(self) -> Sampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.sample()
 
 
 def test_an_interrupted_up_converges_on_the_next_one(deployed, stopwatch):

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from tests import realtools
+from tests.polling import Polling
 from tests.realengine.stack import EngineStack, PulumiFailed, engine_env
 
 COMMAND_TYPE = "command:remote:Command"
@@ -89,30 +90,17 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
-class StepWatch:
+def step_watch(event_log: Path, names: tuple[str, ...], action: Callable[[str], None]) -> Polling:
     """While its block runs, watches `event_log` and calls `action(name)` once, as soon as the
     engine starts a step on one of `names`."""
 
-    def __init__(self, event_log: Path, names: tuple[str, ...], action: Callable[[str], None]) -> None:
-        self.event_log, self.names, self.action = event_log, names, action
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch, daemon=True)
+    def poll() -> bool:
+        name = next((name for name in names if started(event_log, name)), None)
+        if name is not None:
+            action(name)
+        return name is not None
 
-    def _watch(self) -> None:
-        while not self._stop.is_set():
-            name = next((name for name in self.names if started(self.event_log, name)), None)
-            if name is not None:
-                self.action(name)
-                return
-            self._stop.wait(0.2)
-
-    def __enter__(self) -> StepWatch:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join()
+    return Polling(poll, 0.2)
 
 
 class RealEngine:
@@ -154,7 +142,7 @@ class RealEngine:
         `names` (a test's fault injected in the middle of that step)."""
         self.write_config(config)
         log = self._event_log()
-        watch = StepWatch(log, *when_started) if when_started is not None else contextlib.nullcontext()
+        watch = step_watch(log, *when_started) if when_started is not None else contextlib.nullcontext()
         try:
             with beside() if beside is not None else contextlib.nullcontext(), watch:
                 result = self.stack.run(
