@@ -287,23 +287,36 @@ def release_cgroup_controllers_shell(cgroup_fs: str = CGROUP_FS, record: str = R
     """For the last slice's remove script: turns off in the root cgroup what was off before the
     kubelets (hugetlb; and rdma, misc, which runc turns on along every container's path), except
     the controllers systemd manages. A write the kernel refuses (EBUSY while a slice's cgroup is
-    still going away) is tried again, a few times, before the record goes."""
+    still going away) is tried again, a few times, before the record goes.
+
+    The slices of a host are removed side by side, and each that finds itself the last runs this:
+    under the lock the start scripts record with, so that one releases and removes the record
+    while the others wait and then find it gone (without it, one read the record another had just
+    removed, and its removal failed: found with the real engine's destroy of three slices).
+    """
     systemd = "|".join(SYSTEMD_CGROUP_CONTROLLERS)
     root = f"{cgroup_fs}/cgroup.subtree_control"
     return (
         f"if [ -e {record} ]; then\n"
-        f'  before=" $(cat {record}) "\n'
-        "  for _ in 1 2 3 4 5; do\n"
-        "    refused=\n"
-        f"    for controller in $(cat {root}); do\n"
-        '      case "$before" in (*" $controller "*) continue;; esac\n'
-        f'      case "$controller" in ({systemd}) continue;; esac\n'
-        f'      echo "-$controller" > {root} 2>/dev/null || refused=yes\n'
+        f"  exec 8>{record}.lock\n"
+        "  flock 8\n"
+        f"  if [ -e {record} ]; then\n"
+        f'    before=" $(cat {record}) "\n'
+        "    for _ in 1 2 3 4 5; do\n"
+        "      refused=\n"
+        f"      for controller in $(cat {root}); do\n"
+        '        case "$before" in (*" $controller "*) continue;; esac\n'
+        f'        case "$controller" in ({systemd}) continue;; esac\n'
+        f'        echo "-$controller" > {root} 2>/dev/null || refused=yes\n'
+        "      done\n"
+        '      [ -z "$refused" ] && break\n'
+        "      sleep 1\n"
         "    done\n"
-        '    [ -z "$refused" ] && break\n'
-        "    sleep 1\n"
-        "  done\n"
-        f"  rm -f {record} {record}.lock\n"
+        f"    rm -f {record}\n"
+        "  fi\n"
+        # Still held: whoever waits on it finds no record and does nothing.
+        f"  rm -f {record}.lock\n"
+        "  exec 8>&-\n"
         "fi\n"
     )
 

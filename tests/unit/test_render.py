@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import fcntl
 import shlex
 import shutil
 import subprocess
+import time
 import tomllib
 from pathlib import Path
 
@@ -314,6 +316,28 @@ def test_a_refused_release_is_tried_again(tmp_path):
     later.wait()
     assert writes.read_text().split() == ["-hugetlb"]
     assert not record.exists() and not (tmp_path / "root-cgroup-controllers.lock").exists()
+
+
+def test_of_slices_removed_side_by_side_one_releases_and_the_others_wait_and_find_nothing_to_do(tmp_path):
+    """Each removal that finds no slice left runs the release: the second waits for the first's
+    lock, then finds the record gone and succeeds without a write."""
+    record = tmp_path / "root-cgroup-controllers"
+    record.write_text("cpuset cpu io memory pids\n")
+    lock = tmp_path / "root-cgroup-controllers.lock"
+    writes = tmp_path / "writes"
+    fs = fake_cgroup_fs(tmp_path / "cgroup", "cpu io memory hugetlb pids", "")
+    script = release_cgroup_controllers_shell(str(fs), str(record)).replace(
+        f"> {fs}/cgroup.subtree_control 2>", f">> {writes} 2>"
+    )
+    with lock.open("w") as first:  # the first removal, releasing
+        fcntl.flock(first, fcntl.LOCK_EX)
+        second = subprocess.Popen(["sh", "-eu", "-c", script], stderr=subprocess.PIPE, text=True)
+        time.sleep(0.5)
+        assert second.poll() is None, "the second removal did not wait for the first's lock"
+        record.unlink()  # what the first does before it lets go
+    _, stderr = second.communicate(timeout=30)
+    assert second.returncode == 0, stderr
+    assert not writes.exists() and not lock.exists()
 
 
 # ---------------------------------------------------------------- containerd
