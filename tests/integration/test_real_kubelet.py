@@ -153,7 +153,9 @@ def standalone_stack(host) -> dict[str, Any]:
         "sshPrivateKeyPath": str(host.key_path),
         "kubeletPath": GUEST_KUBELET,
         "containerd": {"sandboxImage": PAUSE_IMAGE},
-        "kubeletConfig": {"staticPodPath": MANIFESTS_DIR, **ANONYMOUS_ACCESS},
+        # Verbosity 2: the kubelet says why it replaces a pod's sandbox ("... Need to start a new
+        # one") only from there, which a failed restart scenario shows (sandbox_history).
+        "kubeletConfig": {"staticPodPath": MANIFESTS_DIR, "logging": {"verbosity": 2}, **ANONYMOUS_ACCESS},
         "hosts": [
             {
                 "name": HOST,
@@ -453,13 +455,13 @@ def sandbox_history(real, numa: int) -> str:
     )
     said = view.host.run(
         f"journalctl --no-pager -u kubelet@numa{numa}.service "
-        "| grep -iE 'new one|killing|unwanted|PodSandbox|no IP|changed' | grep -v 'ListPodSandbox with filter' "
+        "| grep -iE 'new one|killing|unwanted|PodSandbox|no IP' | grep -v 'ListPodSandbox with filter' "
         "| tail -n 25",
         check=False,
     ).stdout
     runtime = view.host.run(
-        f"journalctl --no-pager -u containerd@numa{numa}.service | grep -iE 'sandbox|recover|load|level=error' "
-        "| tail -n 25",
+        f"journalctl --no-pager -u containerd@numa{numa}.service "
+        "| grep -iE 'sandbox|recover|shim|netns|level=(warning|error)' | grep -v 'loading plugin' | tail -n 40",
         check=False,
     ).stdout
     return (
