@@ -521,16 +521,41 @@ def test_static_pods_survive_a_containerd_restart(real, stopwatch):
                 lambda n=numa: kubelet_journal(view, n),
             )
     # The kubelet rides out its runtime's restart, and keeps the running pod: same process.
+    replaced = set()
     for numa in NUMAS:
         cri = CriTestClient(real["host"], socket_of(numa))
         sandbox = static_pod_sandbox(cri, numa)
-        assert sandbox["id"] == real["pods"][numa][0]["id"], sandbox_history(real, numa)
-        # The restarted containerd finds the pod's network namespace again: a sandbox reported
-        # without its address is one a starting kubelet replaces.
-        assert sandbox_address(cri, sandbox["id"]) == addresses[numa], sandbox_history(real, numa)
+        if sandbox is None or sandbox["id"] != real["pods"][numa][0]["id"]:
+            # The one exception let through, named in the README's limitations: containerd 1.7
+            # starting again may take a running sandbox's shim for a leaked one and kill it
+            # (trixie's 1.7.24 under load; containerd/containerd#10437). The kubelet then runs
+            # the pod again in a new sandbox, which the later scenarios go on with.
+            assert killed_as_leaked_shim(view, numa, real["pods"][numa][0]["id"]), sandbox_history(real, numa)
+            real["pods"][numa] = wait_for(
+                f"kubelet@numa{numa} runs its static pod again in a new sandbox",
+                lambda c=cri, n=numa: running_static_pod(c, n),
+                POD_START_TIMEOUT,
+                lambda n=numa: sandbox_history(real, n),
+            )
+            replaced.add(numa)
+        else:
+            # The restarted containerd finds the pod's network namespace again: a sandbox reported
+            # without its address is one a starting kubelet replaces.
+            assert sandbox_address(cri, sandbox["id"]) == addresses[numa], sandbox_history(real, numa)
         assert probe(real, numa, real["pods"][numa][0]["metadata"]["uid"])[1].ok
         assert view.active(f"kubelet@numa{numa}.service")
-    assert workload_pids(real) == before
+    kept = [numa for numa in NUMAS if numa not in replaced]
+    after = workload_pids(real)
+    assert {n: after[n] for n in kept} == {n: before[n] for n in kept}
+
+
+def killed_as_leaked_shim(view: HostView, numa: int, sandbox_id: str) -> bool:
+    """containerd@numa<N> said, starting, that it cleaned up that sandbox's shim as a leaked one."""
+    said = f'msg="cleaning leaked shim process" id={sandbox_id}'
+    return (
+        view.host.run(f"journalctl --no-pager -u containerd@numa{numa}.service | grep -qF {q(said)}", check=False).rc
+        == 0
+    )
 
 
 def test_static_pods_survive_a_kubelet_restart_after_the_containerd_restart(real, stopwatch):
