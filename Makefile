@@ -21,9 +21,12 @@ tools:
 	.venv/bin/pip install -q --disable-pip-version-check -r requirements-dev.txt
 
 # A newcomer's first command: the product on the emulated origin machine, under the real engine
-# (tests/realengine/demo.py): builds or reuses the tools, boots the machine, starts the local
-# control plane, `pulumi up` of the demo stack, prints the proof; everything stays up.
-demo: $(PYTHON) tools
+# (tests/realengine/demo.py): builds or reuses the tools it runs (not the tests' previous-minor
+# kubelet), boots the machine, starts the local control plane, `pulumi up` of the demo stack,
+# prints the proof; everything stays up.
+DEMO_TOOLS := kubelet pulumi kubernetes etcd pulumi_kubernetes
+demo: $(PYTHON)
+	command -v go >/dev/null || export PATH=$$PATH:/usr/local/go/bin; bash tools/build.sh $(DEMO_TOOLS)
 	$(PYTHON) -m tests.realengine.demo up
 
 # Destroys the demo stack, stops its control plane and machine, removes .demo/.
