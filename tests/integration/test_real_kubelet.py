@@ -528,8 +528,9 @@ def test_static_pods_survive_a_containerd_restart(real, stopwatch):
         if sandbox is None or sandbox["id"] != real["pods"][numa][0]["id"]:
             # The one exception let through, named in the README's limitations: containerd 1.7
             # starting again may take a running sandbox's shim for a leaked one and kill it
-            # (trixie's 1.7.24 under load; containerd/containerd#10437). The kubelet then runs
-            # the pod again in a new sandbox, which the later scenarios go on with.
+            # (trixie's 1.7.24 under load; the same cleanup as containerd/containerd#10437).
+            # The kubelet then runs the pod again in a new sandbox, which the later scenarios
+            # go on with.
             assert killed_as_leaked_shim(view, numa, real["pods"][numa][0]["id"]), sandbox_history(real, numa)
             real["pods"][numa] = wait_for(
                 f"kubelet@numa{numa} runs its static pod again in a new sandbox",
