@@ -2,7 +2,13 @@
 PYTHON ?= .venv/bin/python
 BIN := $(dir $(PYTHON))
 
-.PHONY: check test tools testhost testhost-stop demo demo-down
+.PHONY: check prerequisites test tools testhost testhost-stop demo demo-down
+
+# What the machine must have (Debian packages, Go, Python with venv, free disk), checked in
+# a second before anything long starts; as root where apt-get exists it installs the missing
+# packages, otherwise it names them and the command that installs them (tools/prerequisites.sh).
+prerequisites:
+	bash tools/prerequisites.sh
 
 # Code health: lint, formatting, types, workflow lint. Any finding fails.
 check:
@@ -15,8 +21,9 @@ check:
 tools:
 	command -v go >/dev/null || export PATH=$$PATH:/usr/local/go/bin; bash tools/build.sh
 
-# The Python environment of the program, its tests and the demo (what .ci/run installs too).
-.venv/bin/python:
+# The Python environment of the program, its tests and the demo (what .ci/run installs too),
+# after the check (order-only: the check runs first but never makes the venv out of date).
+.venv/bin/python: | prerequisites
 	python3 -m venv .venv
 	.venv/bin/pip install -q --disable-pip-version-check -r requirements-dev.txt
 
@@ -25,7 +32,7 @@ tools:
 # kubelet), boots the machine, starts the local control plane, `pulumi up` of the demo stack,
 # prints the proof; everything stays up.
 DEMO_TOOLS := kubelet pulumi kubernetes etcd pulumi_kubernetes
-demo: $(PYTHON)
+demo: prerequisites $(PYTHON)
 	command -v go >/dev/null || export PATH=$$PATH:/usr/local/go/bin; bash tools/build.sh $(DEMO_TOOLS)
 	$(PYTHON) -m tests.realengine.demo up
 
@@ -34,12 +41,12 @@ demo-down: $(PYTHON)
 	$(PYTHON) -m tests.realengine.demo down
 
 # Every tier; the real tools build meanwhile (tests/run.sh).
-test:
+test: prerequisites
 	PYTHON=$(PYTHON) bash tests/run.sh
 
 # Boots the emulated origin machine on 127.0.0.1:2222, where Pulumi.dev.yaml points, with the
 # kubelet built here (seconds when built before) at the dev stack's kubeletPath.
-testhost:
+testhost: prerequisites
 	bash tools/build.sh kubelet
 	$(PYTHON) -m tests.testhost boot --port 2222 --kubelet .tools/bin/kubelet
 
