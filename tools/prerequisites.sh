@@ -27,6 +27,7 @@ qemu-system-x86  qemu-system-x86_64  boots the emulated NUMA test hosts (TCG)
 qemu-utils       qemu-img            their throwaway disk overlays
 mmdebstrap       mmdebstrap          bootstraps the test hosts' root file system
 e2fsprogs        mkfs.ext4           packs it into a disk image without a loop mount
+debian-archive-keyring  /usr/share/keyrings/debian-archive-keyring.gpg  mmdebstrap checks the suites' signatures
 openssh-client   ssh                 reaches the test hosts; its ssh-keygen makes the e2e tests' keys
 openssh-server   sshd                the command plugin's conformance suite runs its own sshd
 ca-certificates  /etc/ssl/certs/ca-certificates.crt  pip, Go and mmdebstrap over HTTPS
@@ -297,7 +298,7 @@ main() {
     case $check in packages | python) "check_$check" ;; esac
   done
   if [ ${#missing_packages[@]} -gt 0 ]; then
-    say "apt-get installed ${wanted[*]}, but ${missing_packages[*]} still do not show ($(missing_witnesses))" >&2
+    say "apt-get installed ${wanted[*]}, but these still do not show: ${missing_packages[*]} ($(missing_witnesses))" >&2
     return 1
   fi
   say "installed ${wanted[*]}"
