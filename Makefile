@@ -2,14 +2,22 @@
 PYTHON ?= .venv/bin/python
 BIN := $(dir $(PYTHON))
 
-.PHONY: check test tools testhost testhost-stop demo demo-down
+.PHONY: check docs test tools testhost testhost-stop demo demo-down
 
-# Code health: lint, formatting, types, workflow lint. Any finding fails.
+# Code health: lint, formatting, types, workflow lint, and the documentation: the generated
+# reference pages current, the site built strictly (a broken link or anchor is an error) into the
+# gitignored .site/. Any finding fails.
 check:
 	$(BIN)ruff check .
 	$(BIN)ruff format --check .
 	$(BIN)mypy
 	$(BIN)actionlint .github/workflows/*.yml
+	$(PYTHON) -m numa_kubelets.docgen --check
+	NO_MKDOCS_2_WARNING=1 $(BIN)mkdocs build --strict --quiet --site-dir .site
+
+# Rewrites the generated documentation pages (docs/reference/) after a change to the models.
+docs:
+	$(PYTHON) -m numa_kubelets.docgen
 
 # The real programs the tests run (Kubernetes, etcd, Pulumi), built from Go modules into .tools/bin.
 tools:
