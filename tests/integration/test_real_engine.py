@@ -164,7 +164,7 @@ def pending_creates(deployed) -> set[str]:
 def test_a_first_up_killed_while_creating_is_finished_by_the_next(deployed, stopwatch):
     """The CLI killed (SIGKILL, a runner lost) while the first `pulumi up` creates a kubelet: what the
     state holds, what the next `pulumi up` demands and does, and `pulumi refresh
-    --clear-pending-creates` for the engine's record (README "When an update is interrupted")."""
+    --clear-pending-creates` for the engine's record (docs/rolling-changes.md "When an update is interrupted")."""
     demo = deployed["demo"]
     demo.engine.write_config(deployed["config"])
     with stopwatch("real engine: a first up killed during a kubelet's create"):

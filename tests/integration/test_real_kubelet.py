@@ -526,7 +526,7 @@ def test_static_pods_survive_a_containerd_restart(real, stopwatch):
         cri = CriTestClient(real["host"], socket_of(numa))
         sandbox = static_pod_sandbox(cri, numa)
         if sandbox is None or sandbox["id"] != real["pods"][numa][0]["id"]:
-            # The one exception let through, named in the README's limitations: containerd 1.7
+            # The one exception let through, named in docs/limitations.md: containerd 1.7
             # starting again may take a running sandbox's shim for a leaked one and kill it
             # (trixie's 1.7.24 under load; the same cleanup as containerd/containerd#10437).
             # The kubelet then runs the pod again in a new sandbox, which the later scenarios
