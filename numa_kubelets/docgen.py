@@ -15,17 +15,29 @@ from pathlib import Path
 import yaml
 
 from .output_reference import outputs_reference
+from .picture import partitions_page
+from .plan import Plan
 from .reference import configuration_reference
 from .review import plan_from_stack
 
 EXAMPLE_STACK = "Pulumi.dev.yaml"
+# The stacks whose hosts the partition page draws.
+PICTURED_STACKS = (EXAMPLE_STACK, "Pulumi.example-cluster.yaml")
+
+
+def _plan(root: Path, stack_file: str) -> Plan:
+    return plan_from_stack(yaml.safe_load((root / stack_file).read_text()))[1]
 
 
 def generated_pages(root: Path) -> dict[Path, str]:
-    _, example = plan_from_stack(yaml.safe_load((root / EXAMPLE_STACK).read_text()))
     return {
         root / "docs/reference/configuration.md": configuration_reference(),
-        root / "docs/reference/outputs.md": outputs_reference(example, f"dev stack (`{EXAMPLE_STACK}`)"),
+        root / "docs/reference/outputs.md": outputs_reference(
+            _plan(root, EXAMPLE_STACK), f"dev stack (`{EXAMPLE_STACK}`)"
+        ),
+        root / "docs/reference/partitions.md": partitions_page(
+            {stack_file: _plan(root, stack_file) for stack_file in PICTURED_STACKS}
+        ),
     }
 
 

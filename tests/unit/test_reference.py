@@ -11,7 +11,7 @@ from pydantic import Field
 
 from components.rollout import REVISIONS_OUTPUT
 from numa_kubelets.config import HostSpec, StackConfig, load_config
-from numa_kubelets.docgen import EXAMPLE_STACK, generated_pages, stale_pages
+from numa_kubelets.docgen import PICTURED_STACKS, generated_pages, stale_pages
 from numa_kubelets.outputs import HOST_KEYS, KUBELET_KEYS, STACK_OUTPUTS, hosts_output
 from numa_kubelets.placement import PLACEMENT_KEYS, PlacementVerdict, demo_pods
 from numa_kubelets.plan import build_plan
@@ -44,7 +44,8 @@ def test_the_committed_pages_are_the_generated_ones():
 
 
 def test_a_page_edited_by_hand_is_out_of_date(tmp_path):
-    shutil.copy(ROOT / EXAMPLE_STACK, tmp_path / EXAMPLE_STACK)
+    for stack_file in PICTURED_STACKS:
+        shutil.copy(ROOT / stack_file, tmp_path / stack_file)
     shutil.copytree(ROOT / "docs/reference", tmp_path / "docs/reference")
     page = tmp_path / "docs/reference/configuration.md"
     page.write_text(page.read_text().replace("The host's SSH port.", "The SSH port."))
