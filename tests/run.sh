@@ -22,7 +22,12 @@ build_group=$(cat .tools/build.pid)
 trap 'kill -- -"$build_group" 2>/dev/null' EXIT
 
 tests_rc=0
-NUMA_KUBELETS_TOOLS_BUILDING=1 "$python" -m pytest "$@" || tests_rc=$?
+# Two workers (tests/conftest.py says what goes where): the origin machine's scenarios in one,
+# in order, every other module in the other. NUMA_KUBELETS_TEST_WORKERS=0 runs them in this process.
+workers=${NUMA_KUBELETS_TEST_WORKERS:-2}
+parallel=(-n "$workers" --dist loadgroup --no-loadscope-reorder)
+[ "$workers" != 0 ] || parallel=()
+NUMA_KUBELETS_TOOLS_BUILDING=1 "$python" -m pytest "${parallel[@]}" "$@" || tests_rc=$?
 if [ "$tests_rc" -ne 0 ]; then
   echo "== tests failed (exit $tests_rc) after $((SECONDS - started)) s; tools/build.sh stopped. Its log so far:"
   tail -n 30 .tools/build.log

@@ -49,7 +49,6 @@ from numa_kubelets.placement import DemoPod, StackKubelets, judge_placement
 from numa_kubelets.plan import build_plan
 from tests.cri import WORKLOAD_IMAGE, CriTestClient, kube_proxy_image
 from tests.cri.kube_proxy_image import KUBE_PROXY_ARCHIVE, KUBE_PROXY_IMAGE
-from tests.integration.conftest import TIMINGS
 from tests.integration.engine import Engine
 from tests.integration.hostcheck import HostView
 from tests.integration.realkubelet import (
@@ -69,6 +68,7 @@ from tests.realcluster.controlplane import POD_CIDR, ControlPlane, inline_kubeco
 from tests.realengine.agent import cni_conflist  # what the node agent writes, the same config
 from tests.testhost.recipe import DEFAULT_SUITE
 from tests.testhost.topology import parse_cpulist
+from tests.timings import TIMINGS
 
 pytestmark = pytest.mark.realtools("kubelet_previous")  # the control plane and both kubelets: built by tools/build.sh
 

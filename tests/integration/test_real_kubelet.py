@@ -41,7 +41,6 @@ from numa_kubelets.plan import build_plan
 from numa_kubelets.problems import ConfigError
 from numa_kubelets.render import SYSTEMD_CGROUP_CONTROLLERS
 from tests.cri import PAUSE_IMAGE, WORKLOAD_IMAGE, ContainerSpec, CriTestClient, PodSpec, pod_cgroup_parent
-from tests.integration.conftest import TIMINGS, Stopwatch
 from tests.integration.hostcheck import HostView
 from tests.integration.realkubelet import (
     ANONYMOUS_ACCESS,
@@ -60,6 +59,7 @@ from tests.realengine.engine import project_engine
 from tests.testhost import recipe
 from tests.testhost.fixtures import STANDALONE_SUITES
 from tests.testhost.topology import format_cpulist
+from tests.timings import TIMINGS, Stopwatch
 
 # The last family it needs: the CLI, its language host and the plugin doubles come after the kubelet.
 pytestmark = pytest.mark.realtools("pulumi")
