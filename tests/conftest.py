@@ -2,6 +2,7 @@ from collections import defaultdict
 
 import pytest
 from hypothesis import settings
+from xdist.scheduler import LoadScopeScheduling
 
 from tests import realtools, timings
 from tests.realcluster.fixtures import control_plane  # noqa: F401  (one per session, for every tier)
@@ -16,25 +17,54 @@ settings.load_profile("numa-kubelets")
 _seconds_per_tier: defaultdict[str, float] = defaultdict(float)
 _figures = timings.Summary()
 
-# `make test` runs two pytest-xdist workers (tests/run.sh: --dist loadgroup): every test that
-# uses the session's origin machine goes to one of them, in order, and every other module goes
-# whole to whichever worker is free, so each module's fixtures (a booted machine, a deployed
-# stack) are made once. The two chains overlap what one leaves idle: a guest waiting on its
-# kubelets, an engine waiting on a guest.
-ORIGIN_MACHINE_GROUP = "origin-machine"
+# `make test` runs two pytest-xdist workers (tests/run.sh): the scenarios on the session's origin
+# machine (`numa_host`) go, in order, to one of them, and every other module goes whole to
+# whichever worker is free, so each module's fixtures (a booted machine, a deployed stack) are
+# made once. The two chains fill what one leaves idle: a guest waiting on its kubelets, an
+# engine waiting on a guest. xdist's scheduler sees only test ids, so these modules are named
+# here, and the collection fails when a test uses `numa_host` outside them.
+ORIGIN_MACHINE_MODULES = frozenset(
+    f"tests/integration/{name}.py"
+    for name in (
+        "test_testhost_smoke",
+        "test_lifecycle",
+        "test_network_namespaces",
+        "test_real_cluster",
+        "test_real_engine",
+    )
+)
+ORIGIN_MACHINE_GROUP = "origin machine"
 
 
-def xdist_group(item: pytest.Item) -> str:
-    """The work unit a test belongs to: the origin machine's, or its module's."""
-    if "numa_host" in getattr(item, "fixturenames", ()):
-        return ORIGIN_MACHINE_GROUP
-    return item.nodeid.split("::", 1)[0]
+def work_unit(nodeid: str) -> str:
+    """What one worker runs as a whole, in collection order: the origin machine's modules, or a module."""
+    module = nodeid.split("::", 1)[0]
+    return ORIGIN_MACHINE_GROUP if module in ORIGIN_MACHINE_MODULES else module
 
 
-def pytest_itemcollected(item: pytest.Item) -> None:
-    """Marks each test's group as it is collected: before xdist's pytest_collection_modifyitems,
-    which appends it to the test's id for its scheduler."""
-    item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
+class OriginMachineScheduling(LoadScopeScheduling):
+    """xdist's scheduling by module, with the origin machine's modules as one unit, and the units
+    handed out in collection order (realtools' order, which the build follows)."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        return work_unit(nodeid)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log) -> OriginMachineScheduling:
+    config.option.loadscopereorder = False  # xdist would put the largest units first
+    return OriginMachineScheduling(config, log)
+
+
+def check_origin_machine_modules(items: list[pytest.Item]) -> None:
+    strays = sorted(
+        {item.nodeid.split("::", 1)[0] for item in items if "numa_host" in getattr(item, "fixturenames", ())}
+        - ORIGIN_MACHINE_MODULES
+    )
+    if strays:
+        raise pytest.UsageError(
+            f"{', '.join(strays)} use the session's origin machine (numa_host): add them to "
+            "tests/conftest.py ORIGIN_MACHINE_MODULES, or the two workers would each boot one"
+        )
 
 
 @pytest.hookimpl(trylast=True)  # after pytest's own grouping by fixture scope, which this keeps
@@ -53,6 +83,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return 1 + realtools.BUILD_ORDER.index(marker.args[0])
 
     items.sort(key=rank)  # stable: a module's tests stay together and in file order
+    check_origin_machine_modules(items)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -25,7 +25,7 @@ tests_rc=0
 # Two workers (tests/conftest.py says what goes where): the origin machine's scenarios in one,
 # in order, every other module in the other. NUMA_KUBELETS_TEST_WORKERS=0 runs them in this process.
 workers=${NUMA_KUBELETS_TEST_WORKERS:-2}
-parallel=(-n "$workers" --dist loadgroup --no-loadscope-reorder)
+parallel=(-n "$workers")
 [ "$workers" != 0 ] || parallel=()
 NUMA_KUBELETS_TOOLS_BUILDING=1 "$python" -m pytest "${parallel[@]}" "$@" || tests_rc=$?
 if [ "$tests_rc" -ne 0 ]; then
