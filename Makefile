@@ -2,7 +2,7 @@
 PYTHON ?= .venv/bin/python
 BIN := $(dir $(PYTHON))
 
-.PHONY: check prerequisites test tools testhost testhost-stop demo demo-down
+.PHONY: check docs prerequisites test tools testhost testhost-stop demo demo-down
 
 # What the machine must have (Debian packages, Go, Python with venv, free disk), checked in
 # a second before anything long starts; as root where apt-get exists it installs the missing
@@ -10,12 +10,20 @@ BIN := $(dir $(PYTHON))
 prerequisites:
 	bash tools/prerequisites.sh
 
-# Code health: lint, formatting, types, workflow lint. Any finding fails.
+# Code health: lint, formatting, types, workflow lint, and the documentation: the generated
+# reference pages current, the site built strictly (a broken link or anchor is an error) into the
+# gitignored .site/. Any finding fails.
 check:
 	$(BIN)ruff check .
 	$(BIN)ruff format --check .
 	$(BIN)mypy
 	$(BIN)actionlint .github/workflows/*.yml
+	$(PYTHON) -m numa_kubelets.docgen --check
+	NO_MKDOCS_2_WARNING=1 $(BIN)mkdocs build --strict --quiet --site-dir .site
+
+# Rewrites the generated documentation pages (docs/reference/) after a change to the models.
+docs:
+	$(PYTHON) -m numa_kubelets.docgen
 
 # The real programs the tests run (Kubernetes, etcd, Pulumi), built from Go modules into .tools/bin.
 tools:

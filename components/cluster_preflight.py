@@ -66,7 +66,7 @@ def check_stack_credential(api_client: kube_client.ApiClient, rights: Sequence[R
     if missing:
         raise NodeLifecycleError(
             cluster.missing_rights_message(
-                "the stack's kubeconfig", missing, "Grant them (README: rights of the stack's kubeconfig)."
+                "the stack's kubeconfig", missing, "Grant them (docs/cluster.md: rights of the stack's kubeconfig)."
             )
         )
 

@@ -74,33 +74,96 @@ class StrictModel(BaseModel):
 
 
 class NumaNodeSpec(StrictModel):
-    id: Annotated[StrictInt, Field(ge=0, le=1023)]
-    cpus: CpuList
+    id: Annotated[
+        StrictInt,
+        Field(ge=0, le=1023, description="The NUMA node's id on the host (`/sys/devices/system/node/node<id>`)."),
+    ]
+    cpus: CpuList = Field(
+        description='The node\'s CPUs in kernel cpulist syntax (`"0-3,8-11"`), `""` for a memory-only node; '
+        "checked against the host at apply."
+    )
 
 
 class TaintSpec(StrictModel):
-    key: Annotated[StrictStr, AfterValidator(v.check_taint_key)]
-    value: LabelValue = ""
-    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+    key: Annotated[StrictStr, AfterValidator(v.check_taint_key)] = Field(
+        description="Label syntax; not under `kubernetes.io`, `k8s.io` or `numa-kubelets.io`."
+    )
+    value: LabelValue = Field(default="", description="Label value syntax.")
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = Field(
+        description="At most one taint per key and effect."
+    )
 
 
 class KubeletSpec(StrictModel):
-    numa_node: Annotated[StrictInt, Field(alias="numaNode", ge=0, le=1023)]
-    node_name: DnsName | None = Field(default=None, alias="nodeName")
-    cpus: CpuList | None = None
-    labels: dict[LabelKey, LabelValue] = Field(default_factory=dict)
-    max_pods: Annotated[StrictInt, Field(alias="maxPods", ge=1, le=10000)] = 110
-    port: Port | None = None
-    healthz_port: Port | None = Field(default=None, alias="healthzPort")
-    read_only_port: Annotated[StrictInt, Field(alias="readOnlyPort", ge=0, le=MAX_PORT)] = 0
-    taints: list[TaintSpec] = Field(default_factory=list)
+    numa_node: Annotated[
+        StrictInt,
+        Field(alias="numaNode", ge=0, le=1023, description="A declared NUMA id; at most one kubelet per NUMA node."),
+    ]
+    node_name: DnsName | None = Field(
+        default=None,
+        alias="nodeName",
+        description="The Node's name, unique in the stack. Unset: `<host name>-numa<id>`.",
+    )
+    cpus: CpuList | None = Field(
+        default=None,
+        description="The slice's CPUs: a non-empty subset of the NUMA node's CPUs (may overlap `systemCpus` when "
+        "given explicitly). Unset: the node's CPUs minus `systemCpus`.",
+    )
+    labels: dict[LabelKey, LabelValue] = Field(
+        default_factory=dict,
+        description="Node labels in Kubernetes label syntax; not under `kubernetes.io`/`k8s.io` (except "
+        "`node.kubernetes.io`/`kubelet.kubernetes.io`), not under `numa-kubelets.io`. Every kubelet also gets "
+        "`numa-kubelets.io/host` and `numa-kubelets.io/numa-node`.",
+    )
+    max_pods: Annotated[StrictInt, Field(alias="maxPods", ge=1, le=10000, description="The kubelet's `maxPods`.")] = 110
+    port: Port | None = Field(
+        default=None,
+        description="The kubelet's port. Unset: 10250 + 100 * index, index being the kubelet's position among its "
+        "host's kubelets by NUMA id; 10250 in namespace mode.",
+    )
+    healthz_port: Port | None = Field(
+        default=None,
+        alias="healthzPort",
+        description="The healthz port, bound to 127.0.0.1. Unset: 10248 + 100 * index; 10248 in namespace mode.",
+    )
+    read_only_port: Annotated[
+        StrictInt,
+        Field(alias="readOnlyPort", ge=0, le=MAX_PORT, description="The kubelet's read-only port; 0 turns it off."),
+    ] = 0
+    taints: list[TaintSpec] = Field(
+        default_factory=list,
+        description="Registered with the kubelet and, with a cluster, kept on the Node through the API.",
+    )
     # KubeletConfiguration fields: checked field by field by kubelet_config (semantic_problems).
-    kubelet_config: dict[str, Any] = Field(default_factory=dict, alias="kubeletConfig")
-    address: IPv4Cidr | None = None  # namespace mode: the node IP with its prefix length
-    device: InterfaceName | None = None  # uplink device: the interface moved into the namespace
+    kubelet_config: dict[str, Any] = Field(
+        default_factory=dict,
+        alias="kubeletConfig",
+        description="`KubeletConfiguration` v1beta1 fields for this kubelet only, merged over the host's and the "
+        "stack's ([Tuning the kubelets](../configuration.md#tuning-the-kubelets)).",
+    )
+    address: IPv4Cidr | None = Field(
+        default=None,
+        description="Namespace mode, required there: the node IP with its prefix length (`192.0.2.21/24`), "
+        "`--node-ip` and the address in the kubelet's namespace. IPv4; unique in the stack; not the host's SSH "
+        "address; the gateway must be inside its subnet.",
+    )
+    device: InterfaceName | None = Field(
+        default=None,
+        description="With `uplink: device`, required there: the interface moved into the kubelet's namespace (an "
+        "SR-IOV VF of the NUMA node's NIC); unique per host; must carry no address or route on the host.",
+    )
     # A canary: this kubelet's own binary (and the version its KubeletConfiguration is for).
-    kubelet_path: AbsolutePath | None = Field(default=None, alias="kubeletPath")
-    kubelet_version: StrictStr | None = Field(default=None, alias="kubeletVersion")
+    kubelet_path: AbsolutePath | None = Field(
+        default=None,
+        alias="kubeletPath",
+        description="This kubelet's own binary (a canary). Unset: the host's `kubeletPath`.",
+    )
+    kubelet_version: StrictStr | None = Field(
+        default=None,
+        alias="kubeletVersion",
+        description="The version of this kubelet's binary: its `kubeletConfig` is checked against it and the "
+        "preflight checks the binary is at least this. Unset: the host's `kubeletVersion`.",
+    )
 
 
 class RolloutSpec(StrictModel):
@@ -109,82 +172,227 @@ class RolloutSpec(StrictModel):
     Unset keys fall back to the stack's, then to the defaults of rollout.py.
     """
 
-    max_unavailable: Annotated[StrictInt, Field(ge=1)] | None = Field(default=None, alias="maxUnavailable")
-    drain: StrictBool | None = None
+    max_unavailable: Annotated[StrictInt, Field(ge=1)] | None = Field(
+        default=None,
+        alias="maxUnavailable",
+        description="How many kubelets a change may restart at once (a host's: within the stack's limit). Unset: for "
+        "a host, the stack's; for the stack, 1 with `cluster`, no limit without.",
+    )
+    drain: StrictBool | None = Field(
+        default=None,
+        description="Drain a kubelet's Node (cordon, evict) before a change restarts it; only with `cluster`. "
+        "Unset: for a host, the stack's; for the stack, true with `cluster`.",
+    )
 
 
 class NetworkSpec(StrictModel):
     """hosts[].network; the checks across its fields are in network.py."""
 
-    mode: Literal["host", "namespace"] = "host"
-    uplink: Literal["macvlan", "ipvlan", "device"] | None = None
-    parent: InterfaceName | None = None
-    gateway: IPv4Address | None = None
-    mtu: Annotated[StrictInt, Field(ge=576, le=65535)] | None = None
-    dns: list[IPv4Address] | None = None
-    private_paths: list[AbsolutePath] | None = Field(default=None, alias="privatePaths")
+    mode: Literal["host", "namespace"] = Field(
+        default="host",
+        description="`host`: the kubelets share the host's network namespace; `namespace`: one network namespace "
+        "per kubelet ([Networking](../networking.md)).",
+    )
+    uplink: Literal["macvlan", "ipvlan", "device"] | None = Field(
+        default=None,
+        description="Namespace mode: `macvlan` (bridge mode), `ipvlan` (L2 mode) or `device`. Unset: `macvlan`.",
+    )
+    parent: InterfaceName | None = Field(
+        default=None,
+        description="With macvlan/ipvlan, required there: the host interface the kubelets' links hang off; its own "
+        "addresses and routes are never touched.",
+    )
+    gateway: IPv4Address | None = Field(
+        default=None, description="Namespace mode, required there: the default route of every namespace."
+    )
+    mtu: Annotated[StrictInt, Field(ge=576, le=65535)] | None = Field(
+        default=None, description="Set on each kubelet's link. Unset: the link's default."
+    )
+    dns: list[IPv4Address] | None = Field(
+        default=None,
+        description="Up to 3 nameservers: containerd's `/etc/resolv.conf`, the kubelet's `resolvConf` and "
+        "`/etc/netns/numa<N>/resolv.conf`. Required when the host's resolv.conf points at a loopback stub "
+        "(127.0.0.53). Unset: the host's `/etc/resolv.conf`.",
+    )
+    private_paths: list[AbsolutePath] | None = Field(
+        default=None,
+        alias="privatePaths",
+        description="Host paths each kubelet's containerd sees as a private copy "
+        "(`/var/lib/numa-kubelets/numa<N>/<path>`); not system directories, not nested. Unset: `/etc/cni/net.d`, "
+        "`/var/lib/cni`, `/run/flannel`, `/var/lib/calico`, `/var/run/calico`, `/var/run/cilium`.",
+    )
 
 
 class HostSpec(StrictModel):
-    name: DnsLabel
-    address: Annotated[StrictStr, AfterValidator(v.check_address)]
-    ssh_port: Port = Field(default=22, alias="sshPort")
-    user: Annotated[StrictStr, AfterValidator(v.check_unix_user)] = "root"
-    host_key: Annotated[StrictStr, AfterValidator(v.check_host_key)] | None = Field(default=None, alias="hostKey")
-    numa_nodes: list[NumaNodeSpec] = Field(alias="numaNodes", min_length=1)
-    system_cpus: CpuList | None = Field(default=None, alias="systemCpus")
-    kubelets: list[KubeletSpec] | None = None
-    network: NetworkSpec = Field(default_factory=NetworkSpec)
-    kubelet_config: dict[str, Any] = Field(default_factory=dict, alias="kubeletConfig")
-    kubelet_path: AbsolutePath | None = Field(default=None, alias="kubeletPath")
-    kubelet_version: StrictStr | None = Field(default=None, alias="kubeletVersion")
-    rollout: RolloutSpec = Field(default_factory=RolloutSpec)
+    name: DnsLabel = Field(description="The host's name, unique in the stack.")
+    address: Annotated[StrictStr, AfterValidator(v.check_address)] = Field(
+        description="Where to reach the host over SSH: an IP literal or a DNS name."
+    )
+    ssh_port: Port = Field(default=22, alias="sshPort", description="The host's SSH port.")
+    user: Annotated[StrictStr, AfterValidator(v.check_unix_user)] = Field(
+        default="root", description="The SSH user; other users than root need passwordless sudo."
+    )
+    host_key: Annotated[StrictStr, AfterValidator(v.check_host_key)] | None = Field(
+        default=None,
+        alias="hostKey",
+        description="Pins the host's SSH key (`ssh-ed25519 AAAA...`; `ssh-keyscan -t ed25519 <host>` prints it).",
+    )
+    numa_nodes: list[NumaNodeSpec] = Field(
+        alias="numaNodes",
+        min_length=1,
+        description="The host's NUMA topology as declared; the preflight checks it against the host before "
+        "anything changes (`python -m numa_kubelets.discover` prints it).",
+    )
+    system_cpus: CpuList | None = Field(
+        default=None,
+        alias="systemCpus",
+        description="CPUs kept for the host's own services (`system.slice`, `init.scope`, `user.slice`). Unset: the "
+        "lowest CPU of each NUMA node that has CPUs.",
+    )
+    kubelets: list[KubeletSpec] | None = Field(
+        default=None, description="At most one per NUMA node. Unset: one per NUMA node that has CPUs."
+    )
+    network: NetworkSpec = Field(default_factory=NetworkSpec, description="How this host's kubelets reach the network.")
+    kubelet_config: dict[str, Any] = Field(
+        default_factory=dict,
+        alias="kubeletConfig",
+        description="`KubeletConfiguration` v1beta1 fields for this host's kubelets, merged over the stack's "
+        "([Tuning the kubelets](../configuration.md#tuning-the-kubelets)).",
+    )
+    kubelet_path: AbsolutePath | None = Field(
+        default=None,
+        alias="kubeletPath",
+        description="This host's kubelet binary; the preflight checks every binary of the host. Unset: the stack's.",
+    )
+    kubelet_version: StrictStr | None = Field(
+        default=None,
+        alias="kubeletVersion",
+        description="The version of this host's kubelet binary (checks its `kubeletConfig`). Unset: the stack's.",
+    )
+    rollout: RolloutSpec = Field(
+        default_factory=RolloutSpec, description="This host's rollout limits, within the stack's."
+    )
 
 
 class ClusterSpec(StrictModel):
-    server: Annotated[StrictStr, AfterValidator(v.check_server_url)]
-    ca_cert: Annotated[StrictStr, AfterValidator(v.check_pem_certificate)] = Field(alias="caCert")
-    serving_certificates: Literal["selfSigned", "bootstrap"] = Field(default="selfSigned", alias="servingCertificates")
-    remove_nodes: StrictBool = Field(default=True, alias="removeNodes")
-    drain_timeout: Duration = Field(default="5m", alias="drainTimeout")
-    dns: Annotated[StrictStr, AfterValidator(v.check_ip_address)] | None = None
-    domain: DnsName = "cluster.local"
+    server: Annotated[StrictStr, AfterValidator(v.check_server_url)] = Field(
+        description="The API server's URL as the kubelets reach it; each host's preflight checks it from the host."
+    )
+    ca_cert: Annotated[StrictStr, AfterValidator(v.check_pem_certificate)] = Field(
+        alias="caCert", description="The cluster's CA certificate (PEM)."
+    )
+    serving_certificates: Literal["selfSigned", "bootstrap"] = Field(
+        default="selfSigned",
+        alias="servingCertificates",
+        description="`bootstrap`: `serverTLSBootstrap: true`; the cluster then needs an approver that checks the SANs.",
+    )
+    remove_nodes: StrictBool = Field(
+        default=True,
+        alias="removeNodes",
+        description="Cordon, drain and delete a kubelet's Node when it leaves the stack.",
+    )
+    drain_timeout: Duration = Field(
+        default="5m", alias="drainTimeout", description="How long a drain may take before the update fails."
+    )
+    dns: Annotated[StrictStr, AfterValidator(v.check_ip_address)] | None = Field(
+        default=None,
+        description="The kubelets' `clusterDNS`. Unset: the clusterIP of `kube-system/kube-dns`.",
+    )
+    domain: DnsName = Field(default="cluster.local", description="The kubelets' `clusterDomain`.")
 
 
 class DemoSpec(StrictModel):
-    enabled: bool | None = None
-    namespace: DnsLabel = "numa-demo"
-    image: Annotated[StrictStr, AfterValidator(v.check_image)] = "registry.k8s.io/pause:3.10"
-    command: list[Annotated[StrictStr, AfterValidator(v.check_command_argument)]] = Field(default_factory=list)
-    ready_timeout: Duration = Field(default="10m", alias="readyTimeout")
+    enabled: bool | None = Field(
+        default=None,
+        description="Demo pods that prove each kubelet's placement ([Demo pods](../demo-pods.md)); need `cluster`. "
+        "Unset: true with `cluster`, else false.",
+    )
+    namespace: DnsLabel = Field(
+        default="numa-demo",
+        description="The demo's own namespace, created and deleted by the stack; not `default` or `kube-*`.",
+    )
+    image: Annotated[StrictStr, AfterValidator(v.check_image)] = Field(
+        default="registry.k8s.io/pause:3.10", description="The demo pods' image."
+    )
+    command: list[Annotated[StrictStr, AfterValidator(v.check_command_argument)]] = Field(
+        default_factory=list, description="The demo pods' command; empty: the image's default."
+    )
+    ready_timeout: Duration = Field(
+        default="10m",
+        alias="readyTimeout",
+        description="How long each Node and each demo pod may take to become Ready (`90s`, `10m`, `1h`).",
+    )
 
 
 class ContainerdSpec(StrictModel):
     # Air-gapped clusters: the pod sandbox ("pause") image every containerd instance uses, from a
     # registry mirror or imported beforehand. None: containerd's own default.
     sandbox_image: Annotated[StrictStr, AfterValidator(v.check_image)] | None = Field(
-        default=None, alias="sandboxImage"
+        default=None,
+        alias="sandboxImage",
+        description='The pod sandbox ("pause") image of every containerd instance; for air-gapped clusters a '
+        "registry mirror or an image imported into each instance's `k8s.io` namespace beforehand "
+        "(`ctr --address /run/containerd-numa<N>/containerd.sock -n k8s.io images import pause.tar`). "
+        "Unset: containerd's own default.",
     )
 
 
 class StackConfig(StrictModel):
-    hosts: list[HostSpec] = Field(min_length=1)
-    ssh_private_key: SecretStr | None = Field(default=None, alias="sshPrivateKey")
+    hosts: list[HostSpec] = Field(min_length=1, description="The hosts to split, at least one.")
+    ssh_private_key: SecretStr | None = Field(
+        default=None,
+        alias="sshPrivateKey",
+        description="The SSH private key (PEM/OpenSSH); a secret. Neither this nor `sshPrivateKeyPath`: the SSH agent.",
+    )
     ssh_private_key_path: Annotated[StrictStr, AfterValidator(v.check_command_argument)] | None = Field(
-        default=None, alias="sshPrivateKeyPath"
+        default=None,
+        alias="sshPrivateKeyPath",
+        description="A local file holding the SSH private key (`~` expands; relative to the project); not both "
+        "with `sshPrivateKey`.",
     )
-    cluster: ClusterSpec | None = None
+    cluster: ClusterSpec | None = Field(
+        default=None,
+        description="Where the kubelets register ([Joining a cluster](../cluster.md)). Unset: standalone kubelets, "
+        "no demo.",
+    )
     bootstrap_token: Annotated[SecretStr, AfterValidator(_check_token)] | None = Field(
-        default=None, alias="bootstrapToken"
+        default=None,
+        alias="bootstrapToken",
+        description="A secret, `[a-z0-9]{6}.[a-z0-9]{16}`; only with `cluster`. Unset: the stack creates its own "
+        "token Secret and its bindings.",
     )
-    kubeconfig: SecretStr | None = None
-    demo: DemoSpec = Field(default_factory=DemoSpec)
-    kubelet_path: AbsolutePath = Field(default="/usr/bin/kubelet", alias="kubeletPath")
-    containerd_path: AbsolutePath = Field(default="/usr/bin/containerd", alias="containerdPath")
-    kubelet_config: dict[str, Any] = Field(default_factory=dict, alias="kubeletConfig")
-    kubelet_version: StrictStr = Field(default=kubelet_configuration.DEFAULT_KUBELET_VERSION, alias="kubeletVersion")
-    containerd: ContainerdSpec = Field(default_factory=ContainerdSpec)
-    rollout: RolloutSpec = Field(default_factory=RolloutSpec)
+    kubeconfig: SecretStr | None = Field(
+        default=None,
+        description="A secret: the stack's cluster credential (token, bindings, Nodes, demo pods). Unset: the "
+        "ambient `KUBECONFIG`.",
+    )
+    demo: DemoSpec = Field(default_factory=DemoSpec, description="The demo pods.")
+    kubelet_path: AbsolutePath = Field(
+        default="/usr/bin/kubelet", alias="kubeletPath", description="The kubelet binary on the hosts."
+    )
+    containerd_path: AbsolutePath = Field(
+        default="/usr/bin/containerd", alias="containerdPath", description="The containerd binary on the hosts."
+    )
+    kubelet_config: dict[str, Any] = Field(
+        default_factory=dict,
+        alias="kubeletConfig",
+        description="`KubeletConfiguration` v1beta1 fields for every kubelet, merged stack < host < kubelet "
+        "([Tuning the kubelets](../configuration.md#tuning-the-kubelets)).",
+    )
+    kubelet_version: StrictStr = Field(
+        default=kubelet_configuration.DEFAULT_KUBELET_VERSION,
+        alias="kubeletVersion",
+        description='The oldest kubelet on the hosts, quoted (`"1.30"` to `"1.37"`): decides which kubelet '
+        "options may be used; the preflight checks `kubelet --version` is at least this.",
+    )
+    containerd: ContainerdSpec = Field(
+        default_factory=ContainerdSpec,
+        description="Settings of every containerd instance ([containerd versions](../configuration.md#containerd-versions)).",
+    )
+    rollout: RolloutSpec = Field(
+        default_factory=RolloutSpec,
+        description="How kubelets whose change restarts them are rolled ([Rolling changes](../rolling-changes.md)).",
+    )
 
     @property
     def demo_enabled(self) -> bool:

@@ -7,6 +7,42 @@ from typing import Any
 
 from .plan import Plan
 
+# What each stack output holds: the source of docs/reference/outputs.md (output_reference.py).
+# tests/unit/test_reference.py checks these names against what __main__.py exports and what the
+# functions below build, so a new output or key needs its description here.
+STACK_OUTPUTS = {
+    "hosts": "Per host: its `systemCpus` and its kubelets, as planned (below).",
+    "placement": "Per demo pod, where it should run and where it runs (below); only with the demo enabled "
+    "([Demo pods](../demo-pods.md)).",
+    "placementOk": "`true` only when every entry of `placement` is `ok`; only with the demo enabled.",
+    "kubeletRevisions": "`{<nodeName>: <restart revision>}` as the last successful update applied them; the stack "
+    "reads it back to know which kubelets a change restarts ([Rolling changes](../rolling-changes.md)). A failed "
+    "update leaves it as it was.",
+}
+HOST_KEYS = {
+    "systemCpus": "The CPUs kept for the host's own services, as a canonical cpulist.",
+    "kubelets": "Per node name, the kubelet's entry (below).",
+}
+KUBELET_KEYS = {
+    "numaNode": "The kubelet's NUMA node.",
+    "cpus": "Its slice's CPUs, as a canonical cpulist.",
+    "mems": "Its slice's memory node(s).",
+    "port": "The kubelet's port.",
+    "healthzPort": "Its healthz port (on 127.0.0.1).",
+    "labels": "Every label the stack keeps on its Node: its own and the automatic `numa-kubelets.io/*` ones.",
+    "slice": "Its systemd slice (`numa<N>.slice`).",
+    "unit": "Its systemd unit (`kubelet@numa<N>.service`).",
+    "address": "Namespace mode only: the node address with its prefix length (CIDR).",
+    "netns": "Namespace mode only: its network namespace (`numa<N>`).",
+}
+# Keys of a kubelet's entry read on its host rather than planned (`observed` below).
+OBSERVED_KUBELET_KEYS = {
+    "hugepages": 'The kubelet\'s own NUMA node\'s hugepage pools by page size (`{"2Mi": 64, "1Gi": 0}`), as its '
+    "apply script read them on the host: what its Node advertises as `hugepages-<size>` capacity. As of the last "
+    "apply of that kubelet: pools resized later show after its next update, while the kubelet's capacity and "
+    "reservation follow them at every start.",
+}
+
 
 def hosts_output(plan: Plan, observed: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
     """`observed`: per node name, what was read on the host (e.g. `hugepages`), added to its entry."""

@@ -386,6 +386,20 @@ def parse_probe_output(stdout: str) -> tuple[list[HostReading], list[str]]:
 
 # ---------------------------------------------------------------- verdict
 
+# Each key of a `placement` output entry (PlacementVerdict.output), for docs/reference/outputs.md.
+PLACEMENT_KEYS = {
+    "pod": "The demo pod's name (`numa-demo-<nodeName>-<hash>`).",
+    "namespace": "Its namespace (`demo.namespace`).",
+    "nodeSelector": "Its nodeSelector: the kubelet's labels, or its automatic `numa-kubelets.io/*` labels.",
+    "nodeName": "Where the API says the pod runs.",
+    "host": "The intended kubelet's host.",
+    "numaNode": "The intended kubelet's NUMA node.",
+    "expectedCpus": "The intended kubelet's slice CPUs.",
+    "observedCpus": "The union of the CPUs its containers may use, as the host reported them (a subset of "
+    "`expectedCpus` is fine, e.g. under the static CPU manager); `null` when no container was found.",
+    "ok": "Whether the pod is on its intended kubelet and every container within its CPUs and memory node.",
+}
+
 
 @dataclass(frozen=True)
 class PlacementVerdict:

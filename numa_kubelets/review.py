@@ -3,7 +3,8 @@
 `render_stack(document)` turns a stack file (`Pulumi.<stack>.yaml`, parsed) into every file
 and script each host would receive, as a mapping of relative path -> text:
 
-    summary.md                                   every kubelet: host, NUMA node, CPUs, ports, ...
+    summary.md                                   every kubelet: host, NUMA node, CPUs, ports, ...; each
+                                                 host's partition as a picture (Mermaid)
     <host>/index.md                              the host's remote commands and what each installs
     <host>/files/<on-host path>                  each rendered file, at its path on the host
     <host>/scripts/<resource>.apply.sh           each remote command's create/update script
@@ -43,6 +44,7 @@ import yaml
 from . import placement, render, scripts
 from .cluster import registration_labels
 from .config import NAMESPACE, SECRET_KEYS, ConfigError, StackConfig, load_stack_values
+from .picture import host_picture_markdown
 from .plan import ClusterPlan, HostPlan, KubeletPlan, Plan, build_plan
 from .render import HostFile
 
@@ -368,6 +370,8 @@ def summary(plan: Plan) -> str:
                 f"| {kubelet.healthz_port} | {kubelet.read_only_port or 'off'} | {kubelet.node_name} "
                 f"| {kubelet.layout.slice} | {_cell(labels)} |\n"
             )
+    for host in sorted(plan.hosts, key=lambda h: h.name):
+        lines += ["\n", f"## Partition of host {host.name}\n", "\n", host_picture_markdown(host)]
     return "".join(lines)
 
 

@@ -2,8 +2,9 @@ from collections import defaultdict
 
 import pytest
 from hypothesis import settings
+from xdist.scheduler import LoadScopeScheduling
 
-from tests import realtools
+from tests import realtools, timings
 from tests.realcluster.fixtures import control_plane  # noqa: F401  (one per session, for every tier)
 
 # Timing belongs in benchmarks: a property test must not fail because CI is busy (e.g. with
@@ -14,6 +15,56 @@ settings.load_profile("numa-kubelets")
 # Seconds spent per tier (tests/<tier>/...), setup and teardown included: a booted test host
 # counts towards the tier whose test first needed it.
 _seconds_per_tier: defaultdict[str, float] = defaultdict(float)
+_figures = timings.Summary()
+
+# `make test` runs two pytest-xdist workers (tests/run.sh): the scenarios on the session's origin
+# machine (`numa_host`) go, in order, to one of them, and every other module goes whole to
+# whichever worker is free, so each module's fixtures (a booted machine, a deployed stack) are
+# made once. The two chains fill what one leaves idle: a guest waiting on its kubelets, an
+# engine waiting on a guest. xdist's scheduler sees only test ids, so these modules are named
+# here, and the collection fails when a test uses `numa_host` outside them.
+ORIGIN_MACHINE_MODULES = frozenset(
+    f"tests/integration/{name}.py"
+    for name in (
+        "test_testhost_smoke",
+        "test_lifecycle",
+        "test_network_namespaces",
+        "test_real_cluster",
+        "test_real_engine",
+    )
+)
+ORIGIN_MACHINE_GROUP = "origin machine"
+
+
+def work_unit(nodeid: str) -> str:
+    """What one worker runs as a whole, in collection order: the origin machine's modules, or a module."""
+    module = nodeid.split("::", 1)[0]
+    return ORIGIN_MACHINE_GROUP if module in ORIGIN_MACHINE_MODULES else module
+
+
+class OriginMachineScheduling(LoadScopeScheduling):
+    """xdist's scheduling by module, with the origin machine's modules as one unit, and the units
+    handed out in collection order (realtools' order, which the build follows)."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        return work_unit(nodeid)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log) -> OriginMachineScheduling:
+    config.option.loadscopereorder = False  # xdist would put the largest units first
+    return OriginMachineScheduling(config, log)
+
+
+def check_origin_machine_modules(items: list[pytest.Item]) -> None:
+    strays = sorted(
+        {item.nodeid.split("::", 1)[0] for item in items if "numa_host" in getattr(item, "fixturenames", ())}
+        - ORIGIN_MACHINE_MODULES
+    )
+    if strays:
+        raise pytest.UsageError(
+            f"{', '.join(strays)} use the session's origin machine (numa_host): add them to "
+            "tests/conftest.py ORIGIN_MACHINE_MODULES, or the two workers would each boot one"
+        )
 
 
 @pytest.hookimpl(trylast=True)  # after pytest's own grouping by fixture scope, which this keeps
@@ -32,21 +83,28 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return 1 + realtools.BUILD_ORDER.index(marker.args[0])
 
     items.sort(key=rank)  # stable: a module's tests stay together and in file order
+    check_origin_machine_modules(items)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
+    outcome = yield
+    report = outcome.get_result()
+    if report.when == "teardown":
+        timings.attach_to(report)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _figures.collect(report)
     parts = report.nodeid.split("/")
     tier = parts[1] if len(parts) > 2 and parts[0] == "tests" else parts[0]
     _seconds_per_tier[tier] += report.duration
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    _figures.write(terminalreporter)
     if not _seconds_per_tier:
         return
-    if realtools.WAITED:
-        terminalreporter.write_sep("-", "time the tests waited for tools/build.sh (beside them)")
-        for name, seconds in realtools.WAITED.items():
-            terminalreporter.write_line(f"{name:<32} {seconds:8.1f} s")
     terminalreporter.write_sep("-", "time per tier")
     for tier, seconds in sorted(_seconds_per_tier.items(), key=lambda item: -item[1]):
         terminalreporter.write_line(f"{tier:<12} {seconds:8.1f} s")

@@ -121,8 +121,8 @@ def pulumi_env(state_dir: Path, pulumi_home: Path = PULUMI_HOME) -> dict[str, st
         PULUMI_PYTHON_CMD=sys.executable,
         PULUMI_BACKEND_URL=f"file://{state_dir}",
         PULUMI_CONFIG_PASSPHRASE=TEST_PASSPHRASE,
-        # The program's own tooling skips the engine's per-step checkpoints (README "Fleet
-        # scale": a preview's are thrown away; an up's only matter to a CLI that dies midway).
+        # The program's own tooling skips the engine's per-step checkpoints (docs/fleets.md
+        # "PULUMI_SKIP_CHECKPOINTS=true": a preview's are thrown away; an up's only matter to a CLI that dies midway).
         PULUMI_SKIP_CHECKPOINTS="true",
     )
     return env

@@ -61,7 +61,7 @@ def test_every_missing_right_of_the_stack_credential_is_named(double):
     assert str(failure.value) == (
         "the stack's kubeconfig may not: create pods/eviction (drain through the eviction API); "
         "delete nodes (remove a kubelet's Node when it leaves). "
-        "Grant them (README: rights of the stack's kubeconfig)."
+        "Grant them (docs/cluster.md: rights of the stack's kubeconfig)."
     )
 
 

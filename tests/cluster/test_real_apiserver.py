@@ -1,5 +1,5 @@
 """The node lifecycle and the cluster preflight against the real kube-apiserver of the session's
-control plane (tests/realcluster), with the least-privilege stack credential of README.md.
+control plane (tests/realcluster), with the least-privilege stack credential of docs/cluster.md.
 
 The HTTP double (api_double.py) stays for what a real server cannot be made to do on demand: a
 500, a 403 on one chosen call, a Node that registers after exactly N reads, a fake clock. Each
@@ -145,7 +145,7 @@ def test_a_credential_without_pods_eviction_is_refused_naming_it(control_plane: 
         check_stack_credential(api, cluster.stack_rights(ClusterPlan("https://x", "ca")))
     assert str(failure.value) == (
         "the stack's kubeconfig may not: create pods/eviction (drain through the eviction API). "
-        "Grant them (README: rights of the stack's kubeconfig)."
+        "Grant them (docs/cluster.md: rights of the stack's kubeconfig)."
     )
 
 
@@ -378,7 +378,7 @@ def _pod_or_none(admin: kube_client.CoreV1Api, where: str, name: str):
 
 
 def test_binding_the_bootstrap_roles_needs_bind_on_them(control_plane: ControlPlane):
-    """Why README.md lists `bind` on the two ClusterRoles: RBAC's escalation check refuses a
+    """Why docs/cluster.md lists `bind` on the two ClusterRoles: RBAC's escalation check refuses a
     binding to a role whose rights the creator lacks, unless it may `bind` that role."""
     from tests.realcluster.controlplane import STACK_CLUSTER_RULES
 

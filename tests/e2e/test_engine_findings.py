@@ -128,7 +128,7 @@ def init_stack(env: dict[str, str], project: Path, stack: str, config: dict[str,
 
 
 def set_config(env: dict[str, str], project: Path, key: str, value: str, *, secret: bool) -> str:
-    """`pulumi config set [--secret] numa-kubelets:<key>` with the value on stdin, as the README's
+    """`pulumi config set [--secret] numa-kubelets:<key>` with the value on stdin, as docs/configuration.md's
     `< ~/.kube/config`: it is on no command line."""
     flag = "--secret" if secret else "--plaintext"
     return succeeded(realtools.pulumi_cli(env, project, "config", "set", flag, f"{PROJECT}:{key}", stdin=value))

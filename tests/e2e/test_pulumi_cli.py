@@ -2,8 +2,7 @@
 
 A tiny project in a temporary directory with a local file backend goes through stack init,
 a secret config value, `pulumi preview --diff`, `pulumi up`, outputs, export and destroy, each
-the CLI's own command line: the language host (`pulumi-language-python`, v3.68.0: README
-"Building the real tools") runs the project's `__main__.py`. Its resources are the real
+the CLI's own command line: the language host (`pulumi-language-python`, v3.68.0: docs/toolchain.md) runs the project's `__main__.py`. Its resources are the real
 kubernetes provider in render mode (`renderYamlToDirectory`: manifests are written to a
 directory, no cluster is needed) and a ConfigMap holding the secret. The remaining tests drive
 the CLI through the Automation API's inline program (`pulumi preview --client=...`), which

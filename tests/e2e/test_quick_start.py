@@ -1,9 +1,9 @@
-"""The README's Quick start, run as written, under the real engine against the emulated origin machine.
+"""The Quick start of docs/getting-started.md, run as written, under the real engine against the emulated origin machine.
 
 `make testhost` boots the origin machine (2 NUMA nodes, CPUs 0-3 and 4-7) on 127.0.0.1:2222 with
 the built kubelet at the dev stack's kubeletPath; this test does the same, then runs the Quick
 start's commands with the built CLI, its Python language host and the plugin cache of
-`make tools`, in the environment `. tools/pulumi-env.sh` makes, as the README says:
+`make tools`, in the environment `. tools/pulumi-env.sh` makes, as the docs say:
 `pulumi stack init dev`, `pulumi preview --diff`, `pulumi up`,
 `pulumi preview --expect-no-changes`, `pulumi destroy`, in a copy of this repository's project
 (Pulumi.yaml, Pulumi.dev.yaml and the program, byte for byte: `stack init` writes the passphrase's
@@ -60,7 +60,7 @@ def project(testhost_image: Image, tmp_path_factory: pytest.TempPathFactory) -> 
 
 
 def sourced_env(state: Path) -> dict[str, str]:
-    """The environment `. tools/pulumi-env.sh` gives a user's shell, the README's one extra step: run
+    """The environment `. tools/pulumi-env.sh` gives a user's shell, the Quick start's one extra step: run
     by bash here, with what a user sets beside it (a passphrase; this test's own state directory,
     which the script leaves alone when set; the plugin cache under test, when it is another)."""
     outer = {key: value for key, value in os.environ.items() if not key.startswith("PULUMI_")}

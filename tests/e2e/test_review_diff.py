@@ -1,6 +1,6 @@
 """What a reviewer reads in a pull request: `pulumi preview --diff` of a one-line config change.
 
-README "Reviewing changes in pull requests" promises that the preview names the one remote command
+docs/review.md ("Reviewing changes in pull requests") promises that the preview names the one remote command
 that changes and shows the changed lines of the file it writes, because files travel inside the
 scripts. Here the real CLI previews this repository's program, after an `up` in the command
 double's benchmark mode (tests/e2e/test_command_double_benchmark.py: a host at a loopback port

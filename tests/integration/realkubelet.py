@@ -11,10 +11,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from tests.integration.conftest import Stopwatch
 from tests.integration.hostcheck import HostView
 from tests.realcluster.controlplane import tool
 from tests.testhost.host import GUEST_KUBELET
+from tests.timings import Stopwatch
 
 q = shlex.quote
 

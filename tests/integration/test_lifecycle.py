@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integration.conftest import TIMINGS
 from tests.integration.hostcheck import DEV_STACK_CREATED_PATHS, DEV_STACK_UNITS, HostView
 from tests.integration.realkubelet import (
     ANONYMOUS_ACCESS,
@@ -28,6 +27,7 @@ from tests.integration.realkubelet import (
 )
 from tests.program.harness import load_stack_file
 from tests.realengine.engine import UpdateFailed, project_engine
+from tests.timings import TIMINGS
 
 # The last family it needs: the CLI, its language host and the plugin doubles come after the kubelet.
 pytestmark = pytest.mark.realtools("pulumi")

@@ -27,7 +27,6 @@ import time
 import pytest
 
 from tests.cri import PAUSE_IMAGE, WORKLOAD_IMAGE, CriTestClient
-from tests.integration.conftest import TIMINGS
 from tests.integration.hostcheck import HostView
 from tests.integration.realkubelet import (
     ANONYMOUS_ACCESS,
@@ -43,6 +42,7 @@ from tests.integration.realkubelet import (
 from tests.integration.test_lifecycle import stack_for
 from tests.realengine.engine import UpdateFailed, project_engine
 from tests.testhost.ssh import SshSession
+from tests.timings import TIMINGS
 
 # The last family it needs: the CLI, its language host and the plugin doubles come after the kubelet.
 pytestmark = pytest.mark.realtools("pulumi")

@@ -18,7 +18,7 @@ own pieces where it has them:
 - the Pulumi engine: the replay runner (tests/integration/engine.py) runs the remote
   commands, and the program's own NodeLifecycle provider (wait Ready; cordon, drain and
   delete on removal) is called with the inputs the program gave it, with the stack credential
-  of README.md's least-privilege rights; for the rolling changes the runner plays the
+  of docs/cluster.md's least-privilege rights; for the rolling changes the runner plays the
   NodeDrains and NodeLifecycles too, through their providers, each step as soon as what it
   depends on is done, as the real engine does;
 - the demo pods: the program's own manifests (`DemoPod.manifest()`), created through the API,
@@ -49,7 +49,6 @@ from numa_kubelets.placement import DemoPod, StackKubelets, judge_placement
 from numa_kubelets.plan import build_plan
 from tests.cri import WORKLOAD_IMAGE, CriTestClient, kube_proxy_image
 from tests.cri.kube_proxy_image import KUBE_PROXY_ARCHIVE, KUBE_PROXY_IMAGE
-from tests.integration.conftest import TIMINGS
 from tests.integration.engine import Engine
 from tests.integration.hostcheck import HostView
 from tests.integration.realkubelet import (
@@ -69,6 +68,7 @@ from tests.realcluster.controlplane import POD_CIDR, ControlPlane, inline_kubeco
 from tests.realengine.agent import cni_conflist  # what the node agent writes, the same config
 from tests.testhost.recipe import DEFAULT_SUITE
 from tests.testhost.topology import parse_cpulist
+from tests.timings import TIMINGS
 
 pytestmark = pytest.mark.realtools("kubelet_previous")  # the control plane and both kubelets: built by tools/build.sh
 
@@ -608,7 +608,7 @@ def test_a_device_plugin_in_one_kubelets_directory_shows_up_on_that_node_only(jo
 # --- kube-proxy per NUMA node, and a host reboot -------------------------------------------
 # kube-proxy as clusters run it: a DaemonSet (hostNetwork, privileged, its kubeconfig and
 # KubeProxyConfiguration from a ConfigMap, the service account's token), nftables mode, with the
-# one setting README.md names for namespace mode. The image is the built kube-proxy plus the
+# one setting docs/networking.md names for namespace mode. The image is the built kube-proxy plus the
 # host's nft (tests/cri/kube_proxy_image.py), imported into each instance like the others.
 KUBE_PROXY = "kube-proxy"
 KUBE_PROXY_LABELS = {"k8s-app": KUBE_PROXY}
@@ -631,7 +631,7 @@ def kube_proxy_configmap(server: str) -> dict[str, Any]:
         "mode": "nftables",
         "clusterCIDR": POD_CIDR,
         "clientConnection": {"kubeconfig": f"{KUBE_PROXY_CONFIG_DIR}/kubeconfig.conf"},
-        # nf_conntrack_max is read-only outside the host's network namespace (README.md).
+        # nf_conntrack_max is read-only outside the host's network namespace (docs/networking.md).
         "conntrack": {"maxPerCore": 0},
     }
     kubeconfig = {
@@ -1280,7 +1280,7 @@ def check_reservations_against_sysfs(view: HostView) -> None:
 
 
 def test_static_managers_give_a_guaranteed_pod_exclusive_cpus_of_its_numa_node(joined, stopwatch):
-    """The README's worked example with the real kubelet: its sum rule for reservedMemory accepted,
+    """The worked example of docs/configuration.md with the real kubelet: its sum rule for reservedMemory accepted,
     a Guaranteed pod's CPUs exclusive and from the slice, its memory from its node."""
     engine, view, core = joined["engine"], joined["view"], joined["core"]
     before = kubelet_pids(view)

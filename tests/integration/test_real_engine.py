@@ -28,7 +28,6 @@ from kubernetes import client as kube_client
 from kubernetes.client.exceptions import ApiException
 
 from tests import realtools
-from tests.integration.conftest import TIMINGS
 from tests.integration.hostcheck import HostView
 from tests.integration.realkubelet import kubelet_journal, wait_for
 from tests.integration.test_network_namespaces import snapshot
@@ -38,6 +37,7 @@ from tests.realcluster.controlplane import ControlPlane
 from tests.realengine.demo import NAMESPACE, DemoStack, demo_stack_config, parent_interface, plan_of
 from tests.realengine.engine import UpdateFailed
 from tests.realengine.relay import SshRelay
+from tests.timings import TIMINGS
 
 # The last family it needs: the kubernetes provider comes after the CLI and the doubles.
 pytestmark = pytest.mark.realtools("pulumi_kubernetes")
@@ -164,7 +164,7 @@ def pending_creates(deployed) -> set[str]:
 def test_a_first_up_killed_while_creating_is_finished_by_the_next(deployed, stopwatch):
     """The CLI killed (SIGKILL, a runner lost) while the first `pulumi up` creates a kubelet: what the
     state holds, what the next `pulumi up` demands and does, and `pulumi refresh
-    --clear-pending-creates` for the engine's record (README "When an update is interrupted")."""
+    --clear-pending-creates` for the engine's record (docs/rolling-changes.md "When an update is interrupted")."""
     demo = deployed["demo"]
     demo.engine.write_config(deployed["config"])
     with stopwatch("real engine: a first up killed during a kubelet's create"):

@@ -41,7 +41,6 @@ from numa_kubelets.plan import build_plan
 from numa_kubelets.problems import ConfigError
 from numa_kubelets.render import SYSTEMD_CGROUP_CONTROLLERS
 from tests.cri import PAUSE_IMAGE, WORKLOAD_IMAGE, ContainerSpec, CriTestClient, PodSpec, pod_cgroup_parent
-from tests.integration.conftest import TIMINGS, Stopwatch
 from tests.integration.hostcheck import HostView
 from tests.integration.realkubelet import (
     ANONYMOUS_ACCESS,
@@ -60,6 +59,7 @@ from tests.realengine.engine import project_engine
 from tests.testhost import recipe
 from tests.testhost.fixtures import STANDALONE_SUITES
 from tests.testhost.topology import format_cpulist
+from tests.timings import TIMINGS, Stopwatch
 
 # The last family it needs: the CLI, its language host and the plugin doubles come after the kubelet.
 pytestmark = pytest.mark.realtools("pulumi")
@@ -526,7 +526,7 @@ def test_static_pods_survive_a_containerd_restart(real, stopwatch):
         cri = CriTestClient(real["host"], socket_of(numa))
         sandbox = static_pod_sandbox(cri, numa)
         if sandbox is None or sandbox["id"] != real["pods"][numa][0]["id"]:
-            # The one exception let through, named in the README's limitations: containerd 1.7
+            # The one exception let through, named in docs/limitations.md: containerd 1.7
             # starting again may take a running sandbox's shim for a leaked one and kill it
             # (trixie's 1.7.24 under load; the same cleanup as containerd/containerd#10437).
             # The kubelet then runs the pod again in a new sandbox, which the later scenarios

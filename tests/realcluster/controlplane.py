@@ -43,7 +43,7 @@ START_TIMEOUT = 90.0
 LOG_TAIL_LINES = 40
 CONTROLLERS = ("kube-controller-manager", "kube-scheduler")  # started after the API server, in this order
 
-# The stack's credential with exactly the rights README.md lists ("Rights of the stack's
+# The stack's credential with exactly the rights docs/cluster.md lists ("Rights of the stack's
 # kubeconfig"), so a test that passes with it proves the list is enough.
 STACK_USER = "numa-kubelets-stack"
 STACK_CLUSTER_RULES = [

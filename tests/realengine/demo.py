@@ -17,7 +17,7 @@ each Node with its labels and allocatable share, and the program's placement pro
 Everything stays running, in `.demo/` (gitignored): the machine, the control plane, the state
 (file backend), the passphrase, an admin kubeconfig, and `.demo/env.sh` for a shell to look
 around. The stack's credential is the admin's, as a kind cluster hands out: the demo's own
-namespace and pods need more than the least-privilege list of README "Joining a cluster".
+namespace and pods need more than the least-privilege list of docs/cluster.md.
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ def plan_of(config: dict[str, Any]) -> Plan:
 
 
 class Stage:
-    """Prints each stage and its time (the demo's times go into the README)."""
+    """Prints each stage and its time (the demo's times go into docs/benchmarks.md)."""
 
     def __init__(self, out=sys.stdout) -> None:
         self.out, self.started, self.times = out, time.monotonic(), []

@@ -29,7 +29,7 @@ from numa_kubelets.placement import (
 from numa_kubelets.plan import build_plan
 from tests.unit.builders import origin_config, origin_host, with_cluster
 
-# The oldest kubelet the README supports, and the newest schema kubernetes-validate ships.
+# The oldest kubelet the docs support (kubeletVersion), and the newest schema kubernetes-validate ships.
 KUBERNETES_VERSIONS = ["1.30", latest_version()]
 UID = "6f1c2a9e-3b4d-4e5f-8a7b-0c1d2e3f4a5b"
 
