@@ -291,7 +291,10 @@ def test_one_list_of_packages_which_ci_installs_through_the_script():
 
 @pytest.mark.parametrize("target", ["demo", "test", "testhost"])
 def test_make_checks_the_prerequisites_before_anything_else(target):
-    """`make -n -B`: the commands make would run, in order, the venv's too; nothing runs."""
-    result = subprocess.run(["make", "-n", "-B", target], cwd=REPO, capture_output=True, text=True, check=True)
+    """`make -n -B`: the commands make would run, in order, the venv's too; nothing runs. As a
+    user types it: under `make test` the tests inherit MAKELEVEL and MAKEFLAGS, and a make that
+    believes it is a sub-make prints "Entering directory" first."""
+    env = {key: value for key, value in os.environ.items() if key not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
+    result = subprocess.run(["make", "-n", "-B", target], cwd=REPO, env=env, capture_output=True, text=True, check=True)
     assert result.stdout.splitlines()[0] == "bash tools/prerequisites.sh"
     assert result.stdout.count("tools/prerequisites.sh") == 1
