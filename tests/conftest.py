@@ -17,53 +17,62 @@ settings.load_profile("numa-kubelets")
 _seconds_per_tier: defaultdict[str, float] = defaultdict(float)
 _figures = timings.Summary()
 
-# `make test` runs two pytest-xdist workers (tests/run.sh): the scenarios on the session's origin
-# machine (`numa_host`) go, in order, to one of them, and every other module goes whole to
-# whichever worker is free, so each module's fixtures (a booted machine, a deployed stack) are
-# made once. The two chains fill what one leaves idle: a guest waiting on its kubelets, an
-# engine waiting on a guest. xdist's scheduler sees only test ids, so these modules are named
-# here, and the collection fails when a test uses `numa_host` outside them.
-ORIGIN_MACHINE_MODULES = frozenset(
-    f"tests/integration/{name}.py"
-    for name in (
-        "test_testhost_smoke",
-        "test_lifecycle",
-        "test_network_namespaces",
-        "test_real_cluster",
-        "test_real_engine",
-    )
+# NUMA_KUBELETS_TEST_WORKERS=2 (tests/run.sh) runs the tests in two pytest-xdist workers: every
+# module that boots an emulated machine goes, as one unit and in order, to one of them, every other
+# module whole to whichever worker is free (its module fixtures are then made once). One unit,
+# not one per machine: two TCG guests at once each ran at half speed (measured: the namespace
+# scenarios took 23 minutes beside the trixie machine, 18 in a run beside host-side tests), so
+# only the host-side tiers can overlap the guests. xdist's scheduler sees only test ids: the
+# modules are named here, and the collection fails when a test boots a machine outside them.
+GUEST_MODULES = frozenset(
+    {
+        *(
+            f"tests/integration/{name}.py"
+            for name in (
+                "test_testhost_smoke",
+                "test_lifecycle",
+                "test_network_namespaces",
+                "test_real_kubelet",
+                "test_real_cluster",
+                "test_real_engine",
+            )
+        ),
+        "tests/e2e/test_quick_start.py",
+    }
 )
-ORIGIN_MACHINE_GROUP = "origin machine"
+GUEST_UNIT = "emulated machines"
+# The fixtures that boot or reuse an emulated machine (tests/testhost/fixtures.py).
+MACHINE_FIXTURES = frozenset({"numa_host", "boot_testhost", "testhost_image"})
 
 
 def work_unit(nodeid: str) -> str:
-    """What one worker runs as a whole, in collection order: the origin machine's modules, or a module."""
+    """What one worker runs as a whole, in collection order: the emulated machines' modules, or a module."""
     module = nodeid.split("::", 1)[0]
-    return ORIGIN_MACHINE_GROUP if module in ORIGIN_MACHINE_MODULES else module
+    return GUEST_UNIT if module in GUEST_MODULES else module
 
 
-class OriginMachineScheduling(LoadScopeScheduling):
-    """xdist's scheduling by module, with the origin machine's modules as one unit, and the units
-    handed out in collection order (realtools' order, which the build follows)."""
+class GuestsInOneUnitScheduling(LoadScopeScheduling):
+    """xdist's scheduling by module, with the emulated machines' modules as one unit, and the
+    units handed out in collection order (realtools' order, which the build follows)."""
 
     def _split_scope(self, nodeid: str) -> str:
         return work_unit(nodeid)
 
 
-def pytest_xdist_make_scheduler(config: pytest.Config, log) -> OriginMachineScheduling:
+def pytest_xdist_make_scheduler(config: pytest.Config, log) -> GuestsInOneUnitScheduling:
     config.option.loadscopereorder = False  # xdist would put the largest units first
-    return OriginMachineScheduling(config, log)
+    return GuestsInOneUnitScheduling(config, log)
 
 
-def check_origin_machine_modules(items: list[pytest.Item]) -> None:
+def check_guest_modules(items: list[pytest.Item]) -> None:
     strays = sorted(
-        {item.nodeid.split("::", 1)[0] for item in items if "numa_host" in getattr(item, "fixturenames", ())}
-        - ORIGIN_MACHINE_MODULES
+        {item.nodeid.split("::", 1)[0] for item in items if MACHINE_FIXTURES & set(getattr(item, "fixturenames", ()))}
+        - GUEST_MODULES
     )
     if strays:
         raise pytest.UsageError(
-            f"{', '.join(strays)} use the session's origin machine (numa_host): add them to "
-            "tests/conftest.py ORIGIN_MACHINE_MODULES, or the two workers would each boot one"
+            f"{', '.join(strays)} boot an emulated machine: add them to tests/conftest.py GUEST_MODULES, "
+            "or two workers would run two guests at once"
         )
 
 
@@ -83,7 +92,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return 1 + realtools.BUILD_ORDER.index(marker.args[0])
 
     items.sort(key=rank)  # stable: a module's tests stay together and in file order
-    check_origin_machine_modules(items)
+    check_guest_modules(items)
 
 
 @pytest.hookimpl(hookwrapper=True)

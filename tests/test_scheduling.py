@@ -1,6 +1,6 @@
-"""How `make test`'s two workers share the tests (tests/conftest.py): xdist's own scheduler, fed
-this repository's real collection, hands the origin machine's modules to one worker as one unit
-in collection order, and every other module whole to one worker."""
+"""How two workers share the tests (tests/conftest.py, NUMA_KUBELETS_TEST_WORKERS=2): xdist's own
+scheduler, fed this repository's real collection, hands every module that boots an emulated
+machine to one worker as one unit in collection order, and every other module whole to one worker."""
 
 from __future__ import annotations
 
@@ -41,8 +41,8 @@ def collected_ids() -> list[str]:
 
 
 def run_on_two_workers(nodeids: list[str]) -> dict[str, list[str]]:
-    """The order each worker runs the tests in, an origin machine's test taking a hundred times
-    as long as any other (as a booted guest's scenario does to a unit test)."""
+    """The order each worker runs the tests in, a guest's test taking a hundred times as long as
+    any other (as a booted machine's scenario does to a unit test)."""
     config = SimpleNamespace(getvalue=lambda name: ["2*popen"] if name == "tx" else None, option=SimpleNamespace())
     scheduler = conftest.pytest_xdist_make_scheduler(config, log=Producer("test", enabled=False))
     workers = [Worker("gw0"), Worker("gw1")]
@@ -57,7 +57,7 @@ def run_on_two_workers(nodeids: list[str]) -> dict[str, list[str]]:
         worker = min(busy, key=lambda w: clock[w.gateway.id])  # the one that finishes its test first
         index = worker.pending.pop(0)
         ran[worker.gateway.id].append(nodeids[index])
-        clock[worker.gateway.id] += 100 if module_of(nodeids[index]) in conftest.ORIGIN_MACHINE_MODULES else 1
+        clock[worker.gateway.id] += 100 if module_of(nodeids[index]) in conftest.GUEST_MODULES else 1
         scheduler.mark_test_complete(worker, index)
     return ran
 
@@ -66,14 +66,14 @@ def module_of(nodeid: str) -> str:
     return nodeid.split("::", 1)[0]
 
 
-def test_the_origin_machines_modules_run_on_one_worker_in_order_and_every_module_whole():
+def test_the_machines_modules_run_on_one_worker_in_order_and_every_module_whole():
     nodeids = collected_ids()
     ran = run_on_two_workers(nodeids)
     assert sorted(nodeid for tests in ran.values() for nodeid in tests) == sorted(nodeids)
-    origin = [nodeid for nodeid in nodeids if module_of(nodeid) in conftest.ORIGIN_MACHINE_MODULES]
-    assert {module_of(nodeid) for nodeid in origin} == conftest.ORIGIN_MACHINE_MODULES
-    [origin_worker] = [name for name, tests in ran.items() if origin[0] in tests]
-    assert [nodeid for nodeid in ran[origin_worker] if nodeid in origin] == origin
+    guests = [nodeid for nodeid in nodeids if module_of(nodeid) in conftest.GUEST_MODULES]
+    assert {module_of(nodeid) for nodeid in guests} == conftest.GUEST_MODULES
+    [guest_worker] = [name for name, tests in ran.items() if guests[0] in tests]
+    assert [nodeid for nodeid in ran[guest_worker] if nodeid in guests] == guests
     workers_of_module: dict[str, set[str]] = {}
     for name, tests in ran.items():
         for nodeid in tests:
@@ -81,9 +81,9 @@ def test_the_origin_machines_modules_run_on_one_worker_in_order_and_every_module
     assert {module: names for module, names in workers_of_module.items() if len(names) > 1} == {}
 
 
-def test_a_module_using_the_origin_machine_outside_the_list_fails_the_collection():
-    stray = SimpleNamespace(nodeid="tests/integration/test_new.py::test_x", fixturenames=["numa_host", "tmp_path"])
+def test_a_module_booting_a_machine_outside_the_list_fails_the_collection():
+    stray = SimpleNamespace(nodeid="tests/integration/test_new.py::test_x", fixturenames=["boot_testhost", "tmp_path"])
     listed = SimpleNamespace(nodeid="tests/integration/test_lifecycle.py::test_y", fixturenames=["numa_host"])
-    conftest.check_origin_machine_modules([listed])
-    with pytest.raises(pytest.UsageError, match=r"tests/integration/test_new.py use the session's origin machine"):
-        conftest.check_origin_machine_modules([listed, stray])
+    conftest.check_guest_modules([listed])
+    with pytest.raises(pytest.UsageError, match=r"tests/integration/test_new.py boot an emulated machine"):
+        conftest.check_guest_modules([listed, stray])
