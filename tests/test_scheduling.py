@@ -4,6 +4,7 @@ machine to one worker as one unit in collection order, and every other module wh
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -30,12 +31,15 @@ class Worker:
 
 
 def collected_ids() -> list[str]:
+    # Without the caller's PYTEST_ADDOPTS: a `-v` there would cancel `-q` and print a tree.
+    env = {name: value for name, value in os.environ.items() if name != "PYTEST_ADDOPTS"}
     listing = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],
         capture_output=True,
         text=True,
         check=True,
         cwd=conftest.realtools.REPO,
+        env=env,
     ).stdout
     return [line for line in listing.splitlines() if "::" in line]
 
