@@ -74,6 +74,7 @@ PROJECT_DIR = Path(__file__).resolve().parents[1]
 if str(PROJECT_DIR) not in sys.path:
     sys.path.insert(0, str(PROJECT_DIR))
 
+from bench.fleet import fake_host_key  # noqa: E402
 from tests import realtools  # noqa: E402  (the repository root is on the path only now)
 
 COMMAND_TYPE = "command:remote:Command"
@@ -123,6 +124,7 @@ def host_entries(ports: list[int], numa_nodes: int) -> list[dict[str, Any]]:
             "name": f"node-{index:04d}",
             "address": "127.0.0.1",
             "sshPort": port,
+            "hostKey": fake_host_key(index),  # nothing connects in the benchmark mode; pinned as in a fleet
             "numaNodes": [
                 {"id": node, "cpus": f"{node * CPUS_PER_NODE}-{(node + 1) * CPUS_PER_NODE - 1}"}
                 for node in range(numa_nodes)

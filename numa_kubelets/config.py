@@ -297,8 +297,10 @@ class HostSpec(HostClassSpec):
     host_key: Annotated[StrictStr, AfterValidator(v.check_host_key)] | None = Field(
         default=None,
         alias="hostKey",
-        description="Pins the host's SSH key (`ssh-ed25519 AAAA...`; `ssh-keyscan -t ed25519 <host>` prints it). Each "
-        "host's own, never a class's.",
+        description="The host's SSH public key (`ssh-ed25519 AAAA...`), pinned: a host answering with another key is "
+        "refused. Required unless the stack sets `insecureSkipHostKeyCheck`; "
+        "`ssh-keyscan -t ed25519 -p <sshPort> <address>` prints it (after the address). Each host's own, never a "
+        "class's.",
     )
     host_class: DnsLabel | None = Field(
         default=None,
@@ -385,6 +387,12 @@ class StackConfig(StrictModel):
         "host written out with the class's keys, so a fleet's stack file stays small (its whole config must fit "
         "in one environment variable of 128 KiB).",
     )
+    insecure_skip_host_key_check: StrictBool = Field(
+        default=False,
+        alias="insecureSkipHostKeyCheck",
+        description="Accept whatever SSH host key a host without `hostKey` answers with, and send it root scripts "
+        "and the bootstrap token anyway. Unset: every host must pin its `hostKey`.",
+    )
     ssh_private_key: SecretStr | None = Field(
         default=None,
         alias="sshPrivateKey",
@@ -462,6 +470,7 @@ _STRUCTURED_KEYS = {
     "kubeletConfig",
     "containerd",
     "rollout",
+    "insecureSkipHostKeyCheck",  # a YAML boolean arrives as the string "true"
 }
 
 
@@ -598,6 +607,7 @@ def semantic_problems(config: StackConfig) -> list[Problem]:
     problems.extend(class_problems(config))
     problems.extend(kubelet_config_problems(config))
     problems.extend(rollout_problems(config))
+    problems.extend(host_key_problems(config))
     return problems
 
 
@@ -626,6 +636,29 @@ def class_problems(config: StackConfig) -> list[Problem]:
                 kubelet.kubelet_config, f"{kubelet_path}.kubeletConfig", kubelet_version, joined
             )
     return problems
+
+
+def host_key_problems(config: StackConfig) -> list[Problem]:
+    """Every host pins its SSH host key unless the stack opts out: the program sends each host
+    root scripts and the bootstrap token, so a host that answers with an unknown key must be refused."""
+    if config.insecure_skip_host_key_check:
+        return []
+    unpinned = [(index, host) for index, host in enumerate(config.hosts) if host.host_key is None]
+    if not unpinned:
+        return []
+    named = ", ".join(f"{host.name} (hosts[{index}])" for index, host in unpinned)
+    example = unpinned[0][1]
+    port = f"-p {example.ssh_port} " if example.ssh_port != 22 else ""
+    return [
+        Problem(
+            "hosts",
+            f"no hostKey pinned for {len(unpinned)} host(s): {named}. The program sends each host root scripts and "
+            "the bootstrap token, so it must know the host's SSH key. Read each key over a network you trust: "
+            f"`ssh-keyscan -t ed25519 {port}{example.address}` prints it after the address; set it on the host as "
+            '`hostKey: "ssh-ed25519 AAAA..."`. To accept any key instead (the behaviour before pinning was '
+            f"required), set {NAMESPACE}:insecureSkipHostKeyCheck: true",
+        )
+    ]
 
 
 def kubelet_config_problems(config: StackConfig) -> list[Problem]:

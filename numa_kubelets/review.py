@@ -343,6 +343,17 @@ def _rollout_summary(plan: Plan) -> str:
     return f"{at_once}, {'drained first' if plan.rollout.drain else 'not drained'}"
 
 
+def _unpinned_hosts(plan: Plan) -> list[str]:
+    """Only a stack with insecureSkipHostKeyCheck has hosts without a pinned key: say so up front."""
+    unpinned = [host.name for host in plan.hosts if host.host_key is None]
+    if not unpinned:
+        return []
+    return [
+        f"- SSH host keys: not pinned for {', '.join(unpinned)} (insecureSkipHostKeyCheck: true): any key that "
+        "answers is accepted\n"
+    ]
+
+
 def summary(plan: Plan) -> str:
     if plan.cluster is not None:
         target = f"joins the cluster at {plan.cluster.server} (bootstrap token: {bootstrap_token_placeholder(plan)})"
@@ -356,6 +367,7 @@ def summary(plan: Plan) -> str:
         f"- kubelet binary: {plan.kubelet_path} ({plan.kubelet_version}); containerd binary: {plan.containerd_path}\n",
         *_own_kubelet_binaries(plan),
         f"- rolling changes: {_rollout_summary(plan)}\n",
+        *_unpinned_hosts(plan),
         f"- pod sandbox image: {plan.sandbox_image or 'containerd default'}\n",
         f"- {len(plan.hosts)} host(s), {len(plan.kubelets)} kubelet(s)\n",
         "\n",
