@@ -74,6 +74,8 @@ PROJECT_DIR = Path(__file__).resolve().parents[1]
 if str(PROJECT_DIR) not in sys.path:
     sys.path.insert(0, str(PROJECT_DIR))
 
+from bench.fleet import fake_host_key  # noqa: E402
+from numa_kubelets.config_size import MAX_ARG_STRLEN, pulumi_config_bytes  # noqa: E402
 from tests import realtools  # noqa: E402  (the repository root is on the path only now)
 
 COMMAND_TYPE = "command:remote:Command"
@@ -123,6 +125,7 @@ def host_entries(ports: list[int], numa_nodes: int) -> list[dict[str, Any]]:
             "name": f"node-{index:04d}",
             "address": "127.0.0.1",
             "sshPort": port,
+            "hostKey": fake_host_key(index),  # nothing connects in the benchmark mode; pinned as in a fleet
             "numaNodes": [
                 {"id": node, "cpus": f"{node * CPUS_PER_NODE}-{(node + 1) * CPUS_PER_NODE - 1}"}
                 for node in range(numa_nodes)
@@ -137,23 +140,8 @@ def stack_config(ports: list[int], numa_nodes: int, key_path: Path) -> dict[str,
     return {"hosts": host_entries(ports, numa_nodes), "sshPrivateKeyPath": str(key_path)}
 
 
-# Linux's limit on one environment string (MAX_ARG_STRLEN, 32 pages). The language host hands the
-# program its whole stack config in one, PULUMI_CONFIG=<JSON>: a larger config fails before the
-# program starts ("fork/exec .../python: argument list too long"; pulumi/pulumi#8680).
-MAX_ENV_STRING = 32 * 4096
-
-
 class ConfigTooLarge(Exception):
     """The stack config would not fit in PULUMI_CONFIG: the case cannot run."""
-
-
-def config_env_bytes(config: dict[str, Any], namespace: str) -> int:
-    """About what PULUMI_CONFIG=... takes for this config: each value as compact JSON in a JSON object."""
-    values = {
-        f"{namespace}:{key}": value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
-        for key, value in config.items()
-    }
-    return len("PULUMI_CONFIG=") + len(json.dumps(values, separators=(",", ":"))) + 1
 
 
 def write_stack_file(path: Path, config: dict[str, Any], namespace: str) -> None:
@@ -271,10 +259,12 @@ def make_stack(kind: str, hosts: int, numa: int, checkpoints: str, scratch: Path
         for package in PROJECT_PACKAGES:
             shutil.copytree(PROJECT_DIR / package, directory / package, ignore=shutil.ignore_patterns("__pycache__"))
         config = stack_config(ports, numa, key_path)
-        if (size := config_env_bytes(config, "numa-kubelets")) > MAX_ENV_STRING:
+        # The language host passes the whole config in PULUMI_CONFIG: past Linux's limit on one
+        # environment string the program could not start (numa_kubelets/config_size.py).
+        if (size := pulumi_config_bytes(config)) > MAX_ARG_STRLEN:
             raise ConfigTooLarge(
                 f"{hosts} x {numa}: the stack config takes about {size:,} bytes in PULUMI_CONFIG, over Linux's "
-                f"{MAX_ENV_STRING:,} for one environment string: the program could not start (pulumi/pulumi#8680)"
+                f"{MAX_ARG_STRLEN:,} for one environment string: the program could not start (pulumi/pulumi#8680)"
             )
         write_stack_file(directory / f"Pulumi.{STACK}.yaml", config, "numa-kubelets")
         stack.commands = hosts * len(command_sizes(numa, key_path))

@@ -32,7 +32,9 @@ per apply when its inputs change). Each case's program and baseline run back to 
 from __future__ import annotations
 
 import argparse
+import base64
 import gc
+import hashlib
 import json
 import os
 import subprocess
@@ -56,6 +58,14 @@ FAKE_CA = "-----BEGIN CERTIFICATE-----\nTUlJQmJlbmNobWFyaw==\n-----END CERTIFICA
 # ---------------------------------------------------------------- fleet configs
 
 
+def fake_host_key(index: int) -> str:
+    """A well-formed ed25519 public key of host `index`'s own, as every host of a fleet pins one
+    (no host has it; nothing connects in a benchmark)."""
+    key_type, key = b"ssh-ed25519", hashlib.sha256(f"benchmark host {index}".encode()).digest()
+    blob = b"".join(len(part).to_bytes(4, "big") + part for part in (key_type, key))
+    return f"ssh-ed25519 {base64.b64encode(blob).decode()}"
+
+
 def fleet_config(hosts: int, numa_nodes: int, cluster: bool = True, demo: bool = False) -> dict[str, Any]:
     """A valid stack config: `hosts` hosts with `numa_nodes` NUMA nodes of 8 CPUs each.
 
@@ -70,6 +80,7 @@ def fleet_config(hosts: int, numa_nodes: int, cluster: bool = True, demo: bool =
                 "address": f"10.{index // 65536}.{index // 256 % 256}.{index % 256 + 1}"
                 if index % 256 != 255
                 else f"node-{index:04d}.fleet.example.internal",
+                "hostKey": fake_host_key(index),
                 "numaNodes": [
                     {"id": node, "cpus": f"{node * CPUS_PER_NODE}-{(node + 1) * CPUS_PER_NODE - 1}"}
                     for node in range(numa_nodes)

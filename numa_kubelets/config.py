@@ -17,6 +17,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PrivateAttr,
     SecretStr,
     StrictBool,
     StrictInt,
@@ -28,7 +29,8 @@ from pydantic import (
 from . import kubelet_config as kubelet_configuration
 from . import validators as v
 from .cpulist import CpuListError, CpuSet
-from .problems import NAMESPACE, ConfigError, Problem
+from .host_classes import Expansion, expand_host_classes
+from .problems import MISSING_KEY, NAMESPACE, ConfigError, Problem
 
 __all__ = ["NAMESPACE", "ConfigError", "Problem"]
 
@@ -44,6 +46,17 @@ def _parse_cpulist(value: Any) -> CpuSet:
         return CpuSet.parse(value)
     except CpuListError as error:
         raise ValueError(str(error)) from None
+
+
+def _check_max_unavailable(value: Any) -> int | str:
+    """A count of at least 1, or a whole percentage from 1% to 100% (as Kubernetes' intstr takes it)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return value
+    if isinstance(value, str):
+        digits = value.removesuffix("%")
+        if value.endswith("%") and digits.isdigit() and digits.isascii() and 1 <= int(digits) <= 100:
+            return f"{int(digits)}%"
+    raise ValueError(f'{value!r} is neither a count of at least 1 nor a percentage from "1%" to "100%" (e.g. "10%")')
 
 
 def _check_token(token: SecretStr) -> SecretStr:
@@ -62,6 +75,7 @@ InterfaceName = Annotated[StrictStr, AfterValidator(v.check_interface_name)]
 IPv4Address = Annotated[StrictStr, AfterValidator(v.check_ipv4_address)]
 IPv4Cidr = Annotated[StrictStr, AfterValidator(v.check_ipv4_interface)]
 Duration = Annotated[StrictStr, AfterValidator(v.check_duration)]
+MaxUnavailable = Annotated[int | str, BeforeValidator(_check_max_unavailable)]
 
 
 class StrictModel(BaseModel):
@@ -172,11 +186,12 @@ class RolloutSpec(StrictModel):
     Unset keys fall back to the stack's, then to the defaults of rollout.py.
     """
 
-    max_unavailable: Annotated[StrictInt, Field(ge=1)] | None = Field(
+    max_unavailable: MaxUnavailable | None = Field(
         default=None,
         alias="maxUnavailable",
-        description="How many kubelets a change may restart at once (a host's: within the stack's limit). Unset: for "
-        "a host, the stack's; for the stack, 1 with `cluster`, no limit without.",
+        description="How many kubelets a change may restart at once (a host's: within the stack's limit): a count, "
+        "or a percentage (`\"10%\"`) of the kubelets it governs (the stack's, or the host's), rounded down, at "
+        "least 1. Unset: for a host, the stack's; for the stack, 1 with `cluster`, no limit without.",
     )
     drain: StrictBool | None = Field(
         default=None,
@@ -223,25 +238,23 @@ class NetworkSpec(StrictModel):
     )
 
 
-class HostSpec(StrictModel):
-    name: DnsLabel = Field(description="The host's name, unique in the stack.")
-    address: Annotated[StrictStr, AfterValidator(v.check_address)] = Field(
-        description="Where to reach the host over SSH: an IP literal or a DNS name."
-    )
+class HostClassSpec(StrictModel):
+    """hostClasses.<name>: a named host template; a host with `class` takes every key it does not set itself.
+
+    Every key of a host except `name`, `address` and `hostKey` (each host's own). The host's own
+    key replaces the class's whole, except `kubeletConfig`, which the host's merges over the
+    class's (host_classes.py writes the hosts out).
+    """
+
     ssh_port: Port = Field(default=22, alias="sshPort", description="The host's SSH port.")
     user: Annotated[StrictStr, AfterValidator(v.check_unix_user)] = Field(
         default="root", description="The SSH user; other users than root need passwordless sudo."
     )
-    host_key: Annotated[StrictStr, AfterValidator(v.check_host_key)] | None = Field(
+    numa_nodes: list[NumaNodeSpec] | None = Field(
         default=None,
-        alias="hostKey",
-        description="Pins the host's SSH key (`ssh-ed25519 AAAA...`; `ssh-keyscan -t ed25519 <host>` prints it).",
-    )
-    numa_nodes: list[NumaNodeSpec] = Field(
         alias="numaNodes",
         min_length=1,
-        description="The host's NUMA topology as declared; the preflight checks it against the host before "
-        "anything changes (`python -m numa_kubelets.discover` prints it).",
+        description="The NUMA topology of the class's hosts, unless a host declares its own.",
     )
     system_cpus: CpuList | None = Field(
         default=None,
@@ -256,8 +269,8 @@ class HostSpec(StrictModel):
     kubelet_config: dict[str, Any] = Field(
         default_factory=dict,
         alias="kubeletConfig",
-        description="`KubeletConfiguration` v1beta1 fields for this host's kubelets, merged over the stack's "
-        "([Tuning the kubelets](../configuration.md#tuning-the-kubelets)).",
+        description="`KubeletConfiguration` v1beta1 fields for this host's kubelets, merged over the stack's (a class's "
+        "below its hosts' own) ([Tuning the kubelets](../configuration.md#tuning-the-kubelets)).",
     )
     kubelet_path: AbsolutePath | None = Field(
         default=None,
@@ -271,6 +284,34 @@ class HostSpec(StrictModel):
     )
     rollout: RolloutSpec = Field(
         default_factory=RolloutSpec, description="This host's rollout limits, within the stack's."
+    )
+
+
+class HostSpec(HostClassSpec):
+    """hosts[]: one machine. With `class`, the keys it does not set are its class's (host_classes.py)."""
+
+    name: DnsLabel = Field(description="The host's name, unique in the stack.")
+    address: Annotated[StrictStr, AfterValidator(v.check_address)] = Field(
+        description="Where to reach the host over SSH: an IP literal or a DNS name."
+    )
+    host_key: Annotated[StrictStr, AfterValidator(v.check_host_key)] | None = Field(
+        default=None,
+        alias="hostKey",
+        description="The host's SSH public key (`ssh-ed25519 AAAA...`), pinned: a host answering with another key is "
+        "refused. Required unless the stack sets `insecureSkipHostKeyCheck`; "
+        "`ssh-keyscan -t ed25519 -p <sshPort> <address>` prints it (after the address). Each host's own, never a "
+        "class's.",
+    )
+    host_class: DnsLabel | None = Field(
+        default=None,
+        alias="class",
+        description="A class of `hostClasses`: the host takes every key it does not set itself from it.",
+    )
+    numa_nodes: list[NumaNodeSpec] = Field(  # required here, optional in a class
+        alias="numaNodes",
+        min_length=1,
+        description="The host's NUMA topology as declared; the preflight checks it against the host before "
+        "anything changes (`python -m numa_kubelets.discover` prints it).",
     )
 
 
@@ -339,6 +380,19 @@ class ContainerdSpec(StrictModel):
 
 class StackConfig(StrictModel):
     hosts: list[HostSpec] = Field(min_length=1, description="The hosts to split, at least one.")
+    host_classes: dict[DnsLabel, HostClassSpec] = Field(
+        default_factory=dict,
+        alias="hostClasses",
+        description="Named host templates ([Fleets](../fleets.md#host-classes)): a host with `class` is exactly the "
+        "host written out with the class's keys, so a fleet's stack file stays small (its whole config must fit "
+        "in one environment variable of 128 KiB).",
+    )
+    insecure_skip_host_key_check: StrictBool = Field(
+        default=False,
+        alias="insecureSkipHostKeyCheck",
+        description="Accept whatever SSH host key a host without `hostKey` answers with, and send it root scripts "
+        "and the bootstrap token anyway. Unset: every host must pin its `hostKey`.",
+    )
     ssh_private_key: SecretStr | None = Field(
         default=None,
         alias="sshPrivateKey",
@@ -394,13 +448,30 @@ class StackConfig(StrictModel):
         description="How kubelets whose change restarts them are rolled ([Rolling changes](../rolling-changes.md)).",
     )
 
+    # Where each written-out host's keys came from (load_config), so that problems found later
+    # (build_plan) name the path the user wrote.
+    _expansion: Expansion = PrivateAttr(default_factory=lambda: Expansion([], {}))
+
     @property
     def demo_enabled(self) -> bool:
         return self.demo.enabled if self.demo.enabled is not None else self.cluster is not None
 
+    def user_problems(self, problems: Iterable[Problem]) -> list[Problem]:
+        """Problems of the written-out hosts, at the paths the user wrote (a class's keys in the class)."""
+        return self._expansion.user_problems(problems, class_problems(self))
+
 
 # Keys whose Pulumi config value is a JSON document rather than a plain string.
-_STRUCTURED_KEYS = {"hosts", "cluster", "demo", "kubeletConfig", "containerd", "rollout"}
+_STRUCTURED_KEYS = {
+    "hosts",
+    "hostClasses",
+    "cluster",
+    "demo",
+    "kubeletConfig",
+    "containerd",
+    "rollout",
+    "insecureSkipHostKeyCheck",  # a YAML boolean arrives as the string "true"
+}
 
 
 def decode_pulumi_values(values: Mapping[str, str]) -> dict[str, Any]:
@@ -436,20 +507,30 @@ def _problem_from_pydantic(error: Mapping[str, Any]) -> Problem:
     if kind == "extra_forbidden":
         message = "unknown key (check the spelling against the configuration reference in README.md)"
     elif kind == "missing":
-        message = "required key is missing"
+        message = MISSING_KEY
     return Problem(path, message)
 
 
 def load_config(raw: Mapping[str, Any]) -> StackConfig:
-    """Validate the decoded `numa-kubelets:*` values; raise ConfigError with every problem."""
+    """Validate the decoded `numa-kubelets:*` values, hosts with a class written out; raise
+    ConfigError with every problem, each at the path the user wrote."""
+    expansion = expand_host_classes(raw.get("hosts"), raw.get("hostClasses"))
+    written_out = dict(raw)
+    if "hosts" in raw:
+        written_out["hosts"] = expansion.hosts
+    if "hostClasses" in raw:
+        written_out["hostClasses"] = expansion.classes
     try:
-        config = StackConfig.model_validate(dict(raw))
+        config = StackConfig.model_validate(written_out)
     except ValidationError as error:
         problems = [_problem_from_pydantic(e) for e in error.errors()]
-        raise ConfigError(problems + _problems_of_well_formed_hosts(raw.get("hosts"))) from None
-    problems = semantic_problems(config)
-    if problems:
-        raise ConfigError(problems)
+        problems += _problems_of_well_formed_hosts(expansion.hosts)
+        in_classes = [p for p in problems if p.path.startswith("hostClasses.")]
+        raise ConfigError([*expansion.problems, *expansion.user_problems(problems, in_classes)]) from None
+    config._expansion = expansion
+    problems = config.user_problems(semantic_problems(config))
+    if problems or expansion.problems:
+        raise ConfigError([*expansion.problems, *problems])
     return config
 
 
@@ -523,9 +604,61 @@ def semantic_problems(config: StackConfig) -> list[Problem]:
         problems.append(Problem("demo.enabled", "demo pods need a cluster; set cluster or disable the demo"))
     for index, host in enumerate(config.hosts):
         problems.extend(host_problems(host, f"hosts[{index}]"))
+    problems.extend(class_problems(config))
     problems.extend(kubelet_config_problems(config))
     problems.extend(rollout_problems(config))
+    problems.extend(host_key_problems(config))
     return problems
+
+
+def class_problems(config: StackConfig) -> list[Problem]:
+    """What a class shows on its own, used by a host or not: its topology and kubelets, and its
+    `kubeletConfig` layers against its own kubeletVersion (else the stack's)."""
+    joined = config.cluster is not None
+    problems: list[Problem] = []
+    for name, host_class in config.host_classes.items():
+        path = f"hostClasses.{name}"
+        problems += host_problems(host_class, path)
+        version_problems, version = _checked_version(
+            host_class.kubelet_version, f"{path}.kubeletVersion", config.kubelet_version
+        )
+        problems += version_problems
+        problems += kubelet_configuration.layer_problems(
+            host_class.kubelet_config, f"{path}.kubeletConfig", version, joined
+        )
+        for index, kubelet in enumerate(host_class.kubelets or []):
+            kubelet_path = f"{path}.kubelets[{index}]"
+            own_problems, kubelet_version = _checked_version(
+                kubelet.kubelet_version, f"{kubelet_path}.kubeletVersion", version
+            )
+            problems += own_problems
+            problems += kubelet_configuration.layer_problems(
+                kubelet.kubelet_config, f"{kubelet_path}.kubeletConfig", kubelet_version, joined
+            )
+    return problems
+
+
+def host_key_problems(config: StackConfig) -> list[Problem]:
+    """Every host pins its SSH host key unless the stack opts out: the program sends each host
+    root scripts and the bootstrap token, so a host that answers with an unknown key must be refused."""
+    if config.insecure_skip_host_key_check:
+        return []
+    unpinned = [(index, host) for index, host in enumerate(config.hosts) if host.host_key is None]
+    if not unpinned:
+        return []
+    named = ", ".join(f"{host.name} (hosts[{index}])" for index, host in unpinned)
+    example = unpinned[0][1]
+    port = f"-p {example.ssh_port} " if example.ssh_port != 22 else ""
+    return [
+        Problem(
+            "hosts",
+            f"no hostKey pinned for {len(unpinned)} host(s): {named}. The program sends each host root scripts and "
+            "the bootstrap token, so it must know the host's SSH key. Read each key over a network you trust: "
+            f"`ssh-keyscan -t ed25519 {port}{example.address}` prints it after the address; set it on the host as "
+            '`hostKey: "ssh-ed25519 AAAA..."`. To accept any key instead (the behaviour before pinning was '
+            f"required), set {NAMESPACE}:insecureSkipHostKeyCheck: true",
+        )
+    ]
 
 
 def kubelet_config_problems(config: StackConfig) -> list[Problem]:
@@ -577,8 +710,11 @@ def rollout_problems(config: StackConfig) -> list[Problem]:
     return problems
 
 
-def host_problems(host: HostSpec, path: str) -> list[Problem]:
+def host_problems(host: HostClassSpec, path: str) -> list[Problem]:
+    """A host's (or a class's) topology, systemCpus and kubelets; a class without numaNodes has none to check."""
     problems: list[Problem] = []
+    if host.numa_nodes is None:
+        return problems
     node_cpus: dict[int, CpuSet] = {}
     owner_of_cpu: dict[int, int] = {}
     for index, node in enumerate(host.numa_nodes):
@@ -678,6 +814,6 @@ def taint_problems(kubelet: KubeletSpec, path: str) -> list[Problem]:
     return problems
 
 
-def default_system_cpus(host: HostSpec) -> CpuSet:
+def default_system_cpus(host: HostClassSpec) -> CpuSet:
     """The lowest CPU of each NUMA node that has CPUs."""
-    return CpuSet(node.cpus.lowest() for node in host.numa_nodes if node.cpus)
+    return CpuSet(node.cpus.lowest() for node in host.numa_nodes or [] if node.cpus)

@@ -305,8 +305,11 @@ def kubelet_specs(host: HostSpec) -> list[tuple[int | None, KubeletSpec]]:
     return sorted(specs, key=lambda item: item[1].numa_node)
 
 
-def plan_host(host: HostSpec, host_index: int, stack: StackConfig, with_network: bool = True) -> HostPlan:
-    """`with_network=False` plans ports and CPUs only, for a host whose network settings have problems."""
+def plan_host(
+    host: HostSpec, host_index: int, stack: StackConfig, stack_kubelets: int, with_network: bool = True
+) -> HostPlan:
+    """`stack_kubelets`: how many kubelets the stack has (a percentage of the stack's rollout is of
+    them). `with_network=False` plans ports and CPUs only, for a host whose network settings have problems."""
     namespaced = network.is_namespace_mode(host)
     host_network = network.plan_host_network(host) if with_network else None
     node_cpus = {node.id: node.cpus for node in host.numa_nodes}
@@ -368,20 +371,22 @@ def plan_host(host: HostSpec, host_index: int, stack: StackConfig, with_network:
         system_mems=CpuSet(node_cpus),
         kubelets=tuple(kubelets),
         network=host_network,
-        rollout=rollout_policy(stack, host),
+        rollout=rollout_policy(stack, stack_kubelets, host, len(kubelets)),
     )
 
 
 def build_plan(config: StackConfig) -> Plan:
     """Turn a validated config into the plan; raise ConfigError on fleet-wide conflicts."""
     network_problems = network.network_problems(config)
+    stack_kubelets = sum(len(kubelet_specs(host)) for host in config.hosts)
     hosts = tuple(
-        plan_host(host, index, config, with_network=not network_problems) for index, host in enumerate(config.hosts)
+        plan_host(host, index, config, stack_kubelets, with_network=not network_problems)
+        for index, host in enumerate(config.hosts)
     )
     problems = network_problems + fleet_problems(config, hosts)
     problems += [p for host in hosts for k in host.kubelets for p in kubelet_config.settings_problems(k.settings)]
     if problems:
-        raise ConfigError(problems)
+        raise ConfigError(config.user_problems(problems))
     return Plan(
         hosts=hosts,
         cluster=plan_cluster(config),
@@ -390,7 +395,7 @@ def build_plan(config: StackConfig) -> Plan:
         demo_enabled=config.demo_enabled,
         sandbox_image=config.containerd.sandbox_image,
         kubelet_version=config.kubelet_version,
-        rollout=rollout_policy(config),
+        rollout=rollout_policy(config, stack_kubelets),
     )
 
 

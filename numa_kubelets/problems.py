@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 NAMESPACE = "numa-kubelets"
+MISSING_KEY = "required key is missing"
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,7 @@ _CHECKED_TYPES = {
     "check_interface_name": "interface name",
     "check_ipv4_address": "IPv4 address",
     "check_ipv4_interface": "IPv4 address/prefix",
+    "_check_max_unavailable": "count or percentage",
 }
 _PLAIN_TYPES: dict[Any, str] = {
     int: "integer",
@@ -66,6 +67,7 @@ class KeyRow:
     default: str
     constraints: str
     description: str
+    section: str | None = None  # the path of the section describing the model it holds
 
 
 @dataclass(frozen=True)
@@ -95,14 +97,19 @@ def _metadata(annotation: Any) -> tuple[Any, list[Any]]:
     return annotation, found
 
 
-def nested_model(annotation: Any) -> tuple[type[BaseModel], bool] | None:
-    """The model a key holds (and whether as a list of them), or None for a plain value."""
+def nested_model(annotation: Any) -> tuple[type[BaseModel], str] | None:
+    """The model a key holds and the suffix of its entries' path (`[]` for a list of them,
+    `.<name>` for a map of names to them, else none), or None for a plain value."""
     base, _ = _metadata(annotation)
-    is_list = get_origin(base) is list
-    if is_list:
+    suffix = ""
+    if get_origin(base) is list:
         base, _ = _metadata(get_args(base)[0])
+        suffix = "[]"
+    elif get_origin(base) is dict:
+        base, _ = _metadata(get_args(base)[1])
+        suffix = ".<name>"
     if isinstance(base, type) and issubclass(base, BaseModel):
-        return base, is_list
+        return base, suffix
     return None
 
 
@@ -175,18 +182,35 @@ def key_of(name: str, field: FieldInfo) -> str:
     return field.alias or name
 
 
-def sections(model: type[BaseModel] = StackConfig, path: str = "") -> Iterator[ModelSection]:
-    """The model's own keys, then each nested model's, depth first, in declaration order."""
+def declaration_order(model: type[BaseModel]) -> list[str]:
+    """The model's fields, those it declares itself before those it inherits (a host's name and
+    address before the keys it shares with a host class)."""
+    own = [name for name in vars(model).get("__annotations__", {}) if name in model.model_fields]
+    return own + [name for name in model.model_fields if name not in own]
+
+
+def sections(
+    model: type[BaseModel] = StackConfig, path: str = "", described: dict[type[BaseModel], str] | None = None
+) -> Iterator[ModelSection]:
+    """The model's own keys, then each nested model's, depth first, in declaration order; a model
+    met again (a host class's kubelets are a host's) links to where it was described."""
+    described = {} if described is None else described
+    described.setdefault(model, path)
     rows = []
     nested: list[tuple[str, type[BaseModel]]] = []
-    for name, field in model.model_fields.items():
+    for name in declaration_order(model):
+        field = model.model_fields[name]
         key = key_of(name, field)
         key_path = f"{path}.{key}" if path else key
+        section = None
         inner = nested_model(field.annotation)
         if inner is not None:
-            inner_model, is_list = inner
-            key_path += "[]" if is_list else ""
-            nested.append((key_path, inner_model))
+            inner_model, suffix = inner
+            key_path += suffix
+            if inner_model not in described:
+                nested.append((key_path, inner_model))
+                described[inner_model] = key_path
+            section = described[inner_model]
         rows.append(
             KeyRow(
                 path=key_path,
@@ -195,11 +219,12 @@ def sections(model: type[BaseModel] = StackConfig, path: str = "") -> Iterator[M
                 default=default_text(field),
                 constraints=constraints(field.annotation, field),
                 description=field.description or "",
+                section=section,
             )
         )
     yield ModelSection(path, model, tuple(rows))
     for key_path, inner_model in nested:
-        yield from sections(inner_model, key_path)
+        yield from sections(inner_model, key_path, described)
 
 
 def undescribed_fields(root: type[BaseModel] = StackConfig) -> list[str]:
@@ -215,7 +240,7 @@ def undescribed_fields(root: type[BaseModel] = StackConfig) -> list[str]:
 
 
 def anchor(path: str) -> str:
-    return "stack" if not path else path.replace("[]", "").replace(".", "-").lower()
+    return "stack" if not path else path.replace("[]", "").replace("<name>", "name").replace(".", "-").lower()
 
 
 def table_cell(text: str) -> str:
@@ -235,8 +260,8 @@ def _section_markdown(section: ModelSection) -> list[str]:
     ]
     for row in section.rows:
         type_cell = row.type
-        if row.type == "object" or row.type == "list of object":
-            type_cell = f"[{row.type}](#{anchor(row.path)})"
+        if row.section is not None:
+            type_cell = f"[{row.type}](#{anchor(row.section)})"
         lines.append(
             "| "
             + " | ".join(

@@ -25,6 +25,10 @@ Everything above is pure. The I/O (`write_tree`, which also removes files a prev
 wrote and this one does not, and `main`) is at the bottom:
 
     python -m numa_kubelets.review render Pulumi.dev.yaml --out plan-out/dev
+    python -m numa_kubelets.review check Pulumi.dev.yaml     # validate, and the config's size
+
+Both say how much of Linux's limit on one environment string the stack config takes as the
+language host passes it (config_size.py): a warning from 75 %, an error past it.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ import yaml
 from . import placement, render, scripts
 from .cluster import registration_labels
 from .config import NAMESPACE, SECRET_KEYS, ConfigError, StackConfig, load_stack_values
+from .config_size import stack_config_size
 from .picture import host_picture_markdown
 from .plan import ClusterPlan, HostPlan, KubeletPlan, Plan, build_plan
 from .render import HostFile
@@ -343,6 +348,17 @@ def _rollout_summary(plan: Plan) -> str:
     return f"{at_once}, {'drained first' if plan.rollout.drain else 'not drained'}"
 
 
+def _unpinned_hosts(plan: Plan) -> list[str]:
+    """Only a stack with insecureSkipHostKeyCheck has hosts without a pinned key: say so up front."""
+    unpinned = [host.name for host in plan.hosts if host.host_key is None]
+    if not unpinned:
+        return []
+    return [
+        f"- SSH host keys: not pinned for {', '.join(unpinned)} (insecureSkipHostKeyCheck: true): any key that "
+        "answers is accepted\n"
+    ]
+
+
 def summary(plan: Plan) -> str:
     if plan.cluster is not None:
         target = f"joins the cluster at {plan.cluster.server} (bootstrap token: {bootstrap_token_placeholder(plan)})"
@@ -356,6 +372,7 @@ def summary(plan: Plan) -> str:
         f"- kubelet binary: {plan.kubelet_path} ({plan.kubelet_version}); containerd binary: {plan.containerd_path}\n",
         *_own_kubelet_binaries(plan),
         f"- rolling changes: {_rollout_summary(plan)}\n",
+        *_unpinned_hosts(plan),
         f"- pod sandbox image: {plan.sandbox_image or 'containerd default'}\n",
         f"- {len(plan.hosts)} host(s), {len(plan.kubelets)} kubelet(s)\n",
         "\n",
@@ -462,17 +479,51 @@ def write_tree(out: Path, files: Mapping[str, str]) -> None:
     manifest.write_text("".join(f"{relative}\n" for relative in sorted(files)))
 
 
-def _render_command(args: argparse.Namespace) -> int:
+def _read_stack_file(stack_file: Path) -> Any:
+    """The parsed stack file; OSError or yaml.YAMLError when it cannot be read."""
+    return yaml.safe_load(stack_file.read_text())
+
+
+def _size_fits(stack_file: Path, document: Any) -> bool:
+    """Say how much of the config ceiling the stack takes (a warning from 75%); False past it."""
+    size = stack_config_size(document)
+    print(f"{stack_file}: {size.report()}", file=sys.stdout if size.level == "ok" else sys.stderr)
+    return size.level != "error"
+
+
+def _check_command(args: argparse.Namespace) -> int:
     stack_file = Path(args.stack_file)
     try:
-        document = yaml.safe_load(stack_file.read_text())
+        document = _read_stack_file(stack_file)
     except (OSError, yaml.YAMLError) as error:
         print(f"{stack_file}: {error}", file=sys.stderr)
         return 2
+    fits = _size_fits(stack_file, document)
+    try:
+        _config, plan = plan_from_stack(document, tuple(args.assume_secret))
+    except (ConfigError, StackFileError) as error:
+        print(f"{stack_file}: {error}", file=sys.stderr)
+        return 1
+    if not fits:
+        return 1
+    print(f"{stack_file}: valid: {len(plan.hosts)} host(s), {len(plan.kubelets)} kubelet(s)")
+    return 0
+
+
+def _render_command(args: argparse.Namespace) -> int:
+    stack_file = Path(args.stack_file)
+    try:
+        document = _read_stack_file(stack_file)
+    except (OSError, yaml.YAMLError) as error:
+        print(f"{stack_file}: {error}", file=sys.stderr)
+        return 2
+    fits = _size_fits(stack_file, document)
     try:
         files = render_stack(document, tuple(args.assume_secret))
     except (ConfigError, StackFileError) as error:
         print(f"{stack_file}: {error}", file=sys.stderr)
+        return 1
+    if not fits:
         return 1
     out = (
         Path(args.out) if args.out else Path("plan-out") / stack_file.name.removeprefix("Pulumi.").removesuffix(".yaml")
@@ -492,17 +543,23 @@ def main(argv: list[str] | None = None) -> int:
     )
     commands = parser.add_subparsers(dest="command", required=True)
     render_parser = commands.add_parser("render", help="write every file and script each host would receive")
-    render_parser.add_argument("stack_file", help="a stack settings file, e.g. Pulumi.dev.yaml")
     render_parser.add_argument("--out", help="output directory (default: plan-out/<stack>)")
-    render_parser.add_argument(
-        "--assume-secret",
-        action="append",
-        default=[],
-        choices=SECRET_KEYS,
-        help="a secret set outside the stack file (e.g. an ESC environment): present but unknown; repeatable",
+    check_parser = commands.add_parser(
+        "check",
+        help="validate the stack file as `pulumi preview` would, and say how much of the 128 KiB the language "
+        "host can pass the program its config takes",
     )
+    for command_parser in (render_parser, check_parser):
+        command_parser.add_argument("stack_file", help="a stack settings file, e.g. Pulumi.dev.yaml")
+        command_parser.add_argument(
+            "--assume-secret",
+            action="append",
+            default=[],
+            choices=SECRET_KEYS,
+            help="a secret set outside the stack file (e.g. an ESC environment): present but unknown; repeatable",
+        )
     args = parser.parse_args(argv)
-    return _render_command(args)
+    return _check_command(args) if args.command == "check" else _render_command(args)
 
 
 if __name__ == "__main__":

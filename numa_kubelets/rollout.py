@@ -5,7 +5,8 @@ recorded is restarted; one that is new is created, not restarted, and one with t
 revision (a label or taint change, or nothing) is left alone. The restarting kubelets go in
 batches: a batch starts once the previous one is back (Ready, with a cluster), and holds at
 most `rollout.maxUnavailable` kubelets of the stack and `hosts[].rollout.maxUnavailable` of
-any one host. Hosts take turns, so that `maxUnavailable: 2` restarts one NUMA node of two
+any one host (a count, or a percentage of the kubelets of the stack or of the host, rounded down
+and at least 1, as Kubernetes scales a DaemonSet's). Hosts take turns, so that `maxUnavailable: 2` restarts one NUMA node of two
 hosts at once rather than both NUMA nodes of one.
 """
 
@@ -28,19 +29,34 @@ class RolloutPolicy:
 NOT_LIMITED = RolloutPolicy()  # what a stack without a cluster and without `rollout` gets
 
 
-def rollout_policy(stack: StackConfig, host: HostSpec | None = None) -> RolloutPolicy:
+def scaled_max_unavailable(value: int | str, governed: int) -> int:
+    """A count as it is; a percentage ("10%") of the `governed` kubelets rounded down, at least 1:
+    Kubernetes' intstr.GetScaledValueFromIntOrPercent(roundUp=false), then at least one, as a
+    DaemonSet's maxUnavailable is."""
+    if isinstance(value, int):
+        return value
+    return max(1, int(value.removesuffix("%")) * governed // 100)
+
+
+def rollout_policy(
+    stack: StackConfig, stack_kubelets: int, host: HostSpec | None = None, host_kubelets: int = 0
+) -> RolloutPolicy:
     """The stack's policy, or a host's: its own keys, else the stack's, else the defaults (with a
-    cluster: one kubelet at a time, drained first; without: all at once, nothing to drain)."""
+    cluster: one kubelet at a time, drained first; without: all at once, nothing to drain).
+    A percentage is of the kubelets the level governs: the stack's (`stack_kubelets`) or the
+    host's (`host_kubelets`); a host without its own limit keeps the stack's."""
     joined = stack.cluster is not None
     stack_limit = (
-        stack.rollout.max_unavailable if stack.rollout.max_unavailable is not None else (1 if joined else None)
+        scaled_max_unavailable(stack.rollout.max_unavailable, stack_kubelets)
+        if stack.rollout.max_unavailable is not None
+        else (1 if joined else None)
     )
     stack_drain = stack.rollout.drain if stack.rollout.drain is not None else joined
     if host is None:
         return RolloutPolicy(stack_limit, stack_drain)
     own = host.rollout
     return RolloutPolicy(
-        own.max_unavailable if own.max_unavailable is not None else stack_limit,
+        scaled_max_unavailable(own.max_unavailable, host_kubelets) if own.max_unavailable is not None else stack_limit,
         own.drain if own.drain is not None else stack_drain,
     )
 

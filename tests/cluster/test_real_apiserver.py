@@ -33,6 +33,7 @@ from numa_kubelets.plan import ClusterPlan, Taint
 from tests.program.harness import load_stack_file, run_program
 from tests.realcluster.clients import api_for, closed_loopback_port, create_managed_token, eventually, token_api
 from tests.realcluster.controlplane import ControlPlane, inline_kubeconfig
+from tests.unit.builders import HOST_KEY
 from tests.unit.test_api_server_preflight import another_ca
 
 pytestmark = pytest.mark.realtools("etcd")  # the control plane: built by tools/build.sh
@@ -209,7 +210,9 @@ def stack_config(control_plane: ControlPlane, server: str, token: str, credentia
     """The example stack joining the session's control plane: `server` is cluster.server (the
     kubelets' address), `credential` the stack's kubeconfig secret."""
     config = load_stack_file("example-cluster")
-    config["hosts"] = [{"name": "numa-a", "address": "192.0.2.10", "numaNodes": [{"id": 0, "cpus": "0-3"}]}]
+    config["hosts"] = [
+        {"name": "numa-a", "address": "192.0.2.10", "hostKey": HOST_KEY, "numaNodes": [{"id": 0, "cpus": "0-3"}]}
+    ]
     config["cluster"] = {"server": server, "caCert": control_plane.ca_pem, "dns": "10.96.0.10"}
     config["demo"] = {"enabled": False}
     config["bootstrapToken"] = token

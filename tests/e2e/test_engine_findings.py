@@ -61,6 +61,7 @@ from numa_kubelets.plan import build_plan
 from tests import realtools
 from tests.realcluster.clients import api_for, closed_loopback_port
 from tests.realcluster.controlplane import ControlPlane, inline_kubeconfig
+from tests.unit.builders import HOST_KEY
 
 # The last family they need: the kubernetes provider (the CLI, its language host and the
 # plugin doubles are built before it).
@@ -162,7 +163,8 @@ def destroyed_on_failure(destroy: Callable[[], object]) -> Iterator[None]:
 
 def cluster_stack(server: str, ca_pem: str) -> dict[str, Any]:
     """A stack joining a cluster: one host at a closed loopback SSH port, no demo."""
-    host = {"name": "numa-a", "address": "127.0.0.1", "sshPort": closed_loopback_port()}
+    # Nothing listens at that port, so no host key is ever checked; pinned as every host is.
+    host = {"name": "numa-a", "address": "127.0.0.1", "sshPort": closed_loopback_port(), "hostKey": HOST_KEY}
     return {
         "hosts": [{**host, "numaNodes": [{"id": 0, "cpus": "0-3"}]}],
         "cluster": {"server": server, "caCert": ca_pem, "dns": CLUSTER_DNS},
@@ -376,6 +378,7 @@ def demo_pod(namespace: str, color: str) -> DemoPod:
             {
                 "name": "numa-a",
                 "address": "127.0.0.1",
+                "hostKey": HOST_KEY,
                 "numaNodes": [{"id": 0, "cpus": "0-3"}],
                 "kubelets": [{"numaNode": 0, "labels": {"numa-type": color}}],
             }

@@ -25,6 +25,7 @@ from numa_kubelets import review
 from tests import realtools
 from tests.e2e.test_command_double_benchmark import VARIABLE, WARNING, closed_port, the_double  # noqa: F401
 from tests.realengine.stack import EngineStack
+from tests.unit.builders import HOST_KEY
 
 pytestmark = pytest.mark.realtools("pulumi")
 
@@ -40,6 +41,7 @@ def stack_config(port: int, key_path: Path, max_pods: int) -> dict[str, Any]:
                 "name": "numa-a",
                 "address": "127.0.0.1",
                 "sshPort": port,
+                "hostKey": HOST_KEY,  # nothing listens there: never checked, pinned as every host is
                 "numaNodes": [{"id": 0, "cpus": "0-3"}, {"id": 1, "cpus": "4-7"}],
                 "systemCpus": "0,4",
                 "kubelets": [{"numaNode": 0, "maxPods": 20}, {"numaNode": 1, "maxPods": max_pods}],

@@ -38,6 +38,8 @@ def stack_for(host, base: str = "dev") -> dict:
     config["sshPrivateKeyPath"] = str(host.key_path)
     entry = config["hosts"][0]
     entry.update(address=host.address, sshPort=host.port, hostKey=host.host_key)
+    # The dev stack cannot know a test host's key (made with each image); this one pins it.
+    del config["insecureSkipHostKeyCheck"]
     return config
 
 

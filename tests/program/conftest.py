@@ -1,6 +1,7 @@
 import pytest
 
 from tests.program.harness import load_stack_file
+from tests.unit.builders import HOST_KEY
 
 BOOTSTRAP_TOKEN = "abcdef.0123456789abcdef"
 SSH_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nc2VjcmV0LWtleS1tYXRlcmlhbA==\n-----END OPENSSH PRIVATE KEY-----\n"
@@ -24,6 +25,7 @@ def cluster_config():
         {
             "name": name,
             "address": address,
+            "hostKey": HOST_KEY,
             "numaNodes": [{"id": i, "cpus": f"{8 * i}-{8 * i + 7}"} for i in range(4)],
             "kubelets": [{"numaNode": i, "labels": {"numa-slot": f"{name}-{i}"}} for i in range(4)],
         }

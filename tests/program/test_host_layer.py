@@ -151,6 +151,21 @@ def test_host_key_is_pinned(cluster_config):
     run = run_program(cluster_config)
     connection = run.named("numa-a-preflight").inputs["connection"]
     assert connection["hostKey"] == "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIK0example0key0material0000000000000000"
+    assert connection["hostKey"] != run.named("numa-b-preflight").inputs["connection"]["hostKey"]
+
+
+def test_unpinned_hosts_stop_the_program_before_any_resource(cluster_config):
+    del cluster_config["hosts"][0]["hostKey"]
+    del cluster_config["hosts"][1]["hostKey"]
+    with pytest.raises(pulumi.RunError, match=r"no hostKey pinned for 2 host\(s\): numa-a \(hosts\[0\]\), numa-b"):
+        run_program(cluster_config)
+
+
+def test_the_explicit_opt_out_connects_to_unpinned_hosts_with_any_key(cluster_config):
+    del cluster_config["hosts"][1]["hostKey"]
+    cluster_config["insecureSkipHostKeyCheck"] = True
+    run = run_program(cluster_config)
+    assert "hostKey" in run.named("numa-a-preflight").inputs["connection"]
     assert "hostKey" not in run.named("numa-b-preflight").inputs["connection"]
 
 

@@ -89,6 +89,8 @@ def demo_stack_config(host: TestHost, parent: str, plane: ControlPlane) -> dict[
         hostKey=host.host_key,
         network={"mode": "namespace", "parent": parent, "gateway": GATEWAY},
     )
+    # Pulumi.dev.yaml cannot know the booted host's key (made with its image); the demo pins it.
+    del config["insecureSkipHostKeyCheck"]
     for kubelet in entry["kubelets"]:
         kubelet["address"] = ADDRESSES[kubelet["numaNode"]]
     return config

@@ -37,11 +37,16 @@ CA_CERT = (
 )
 
 
+# A well-formed ed25519 public key (no host answers with it): every host pins its key.
+HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExampleExampleExampleExampleExampleExample0"
+
+
 def origin_host(**overrides: Any) -> dict[str, Any]:
     """The origin machine (DESIGN.md section 1): CPUs 0-3 on NUMA node 0, 4-7 on node 1."""
     host: dict[str, Any] = {
         "name": "numa-a",
         "address": "192.0.2.10",
+        "hostKey": HOST_KEY,
         "numaNodes": [{"id": 0, "cpus": "0-3"}, {"id": 1, "cpus": "4-7"}],
     }
     host.update(overrides)

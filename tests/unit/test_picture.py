@@ -11,7 +11,7 @@ from numa_kubelets.config import load_config
 from numa_kubelets.picture import host_picture
 from numa_kubelets.plan import HostPlan, build_plan
 from numa_kubelets.review import plan_from_stack, render_stack
-from tests.unit.builders import origin_config, plan_of
+from tests.unit.builders import HOST_KEY, origin_config, plan_of
 
 ROOT = Path(__file__).resolve().parents[2]
 KUBELET_BOX = re.compile(
@@ -35,6 +35,7 @@ def interleaved_host(**overrides):
     host = {
         "name": "numa-c",
         "address": "192.0.2.30",
+        "hostKey": HOST_KEY,
         "numaNodes": [{"id": 0, "cpus": "0,3,6"}, {"id": 1, "cpus": "1,4,7"}, {"id": 2, "cpus": "2,5"}],
     }
     return {**host, **overrides}

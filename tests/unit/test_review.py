@@ -9,6 +9,7 @@ import yaml
 
 from numa_kubelets import review
 from numa_kubelets.config import ConfigError
+from tests.unit.builders import origin_host
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 DEV_STACK = PROJECT_DIR / "Pulumi.dev.yaml"
@@ -167,7 +168,7 @@ def test_a_secret_set_outside_the_file_can_be_assumed(tmp_path):
 def test_stack_file_keys_and_namespaces():
     document = {
         "config": {
-            "hosts": [{"name": "h", "address": "192.0.2.1", "numaNodes": [{"id": 0, "cpus": "0-3"}]}],
+            "hosts": [origin_host(name="h", address="192.0.2.1", numaNodes=[{"id": 0, "cpus": "0-3"}])],
             "numa-kubelets:kubeletPath": "/opt/bin/kubelet",
             "kubernetes:context": "elsewhere",
             "pulumi:tags": {"a": "b"},

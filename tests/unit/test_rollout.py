@@ -128,7 +128,7 @@ def test_the_policy_defaults_and_a_hosts_override():
             "hosts[0].rollout.drain",
             "no cluster to drain from",
         ),
-        (origin_config(rollout={"maxUnavailable": 0}), "rollout.maxUnavailable", "greater than or equal to 1"),
+        (origin_config(rollout={"maxUnavailable": 0}), "rollout.maxUnavailable", "neither a count of at least 1"),
         (origin_config(rollout={"maxUnavail": 1}), "rollout.maxUnavail", "unknown key"),
     ],
 )
@@ -186,3 +186,76 @@ def test_a_ready_reported_before_the_kubelet_restarted_does_not_count():
     assert not node_readiness(node("2026-12-01T18:00:06Z"), {}, started).ready
     assert node_readiness(node("2026-12-01T18:00:07Z"), {}, started).ready
     assert node_readiness(node("2026-12-01T18:00:06Z"), {}).ready  # no start time known: as it reads
+
+
+def fleet(hosts: int, numa_nodes: int, **stack: object) -> dict:
+    """`hosts` minimal hosts of `numa_nodes` NUMA nodes of 4 CPUs each, standalone."""
+    entries = [
+        origin_host(
+            name=f"rack-{index:03d}",
+            address=f"10.0.{index // 250}.{index % 250 + 1}",
+            numaNodes=[{"id": node, "cpus": f"{4 * node}-{4 * node + 3}"} for node in range(numa_nodes)],
+        )
+        for index in range(hosts)
+    ]
+    return origin_config(hosts=entries, **stack)
+
+
+def every_kubelet_restarting(plan: Plan) -> list[list[str]]:
+    """The batches of a change that restarts every kubelet of the plan (a new kubelet binary)."""
+    kubelets = [RolloutKubelet(k.node_name, k.host, "new") for k in plan.kubelets]
+    previous = {k.node_name: "old" for k in plan.kubelets}
+    return restart_batches(kubelets, previous, plan.rollout, {h.name: h.rollout for h in plan.hosts})
+
+
+def test_10_percent_of_625_hosts_x_8_numa_nodes_is_10_batches_of_one_numa_node_per_host():
+    plan = plan_of(fleet(625, 8, rollout={"maxUnavailable": "10%"}))
+    assert plan.rollout.max_unavailable == 500  # 10% of 5,000 kubelets
+    batches = every_kubelet_restarting(plan)
+    assert len(batches) == 10
+    assert all(len(batch) == 500 for batch in batches)
+    for batch in batches:
+        hosts = [name.rsplit("-numa", 1)[0] for name in batch]
+        assert len(hosts) == len(set(hosts)), "a batch took two NUMA nodes of one host"
+    assert sorted(name for batch in batches for name in batch) == sorted(k.node_name for k in plan.kubelets)
+
+
+@pytest.mark.parametrize(
+    ("percentage", "kubelets", "expected"),
+    [
+        ("10%", 5000, 500),
+        ("10%", 19, 1),  # 1.9 rounds down
+        ("10%", 5, 1),  # 0.5 rounds down to 0: at least one
+        ("33%", 10, 3),
+        ("50%", 3, 1),
+        ("100%", 7, 7),
+        ("1%", 250, 2),
+    ],
+)
+def test_a_percentage_rounds_down_as_kubernetes_does_and_is_at_least_one(percentage, kubelets, expected):
+    plan = plan_of(fleet(kubelets, 1, rollout={"maxUnavailable": percentage}))
+    assert plan.rollout.max_unavailable == expected
+
+
+def test_a_host_percentage_is_of_its_own_kubelets():
+    config = fleet(2, 8, rollout={"maxUnavailable": "50%"})
+    config["hosts"][1]["rollout"] = {"maxUnavailable": "25%"}
+    plan = plan_of(config)
+    assert plan.rollout.max_unavailable == 8  # half of the stack's 16
+    assert [host.rollout.max_unavailable for host in plan.hosts] == [8, 2]  # the stack's; a quarter of 8
+
+
+@pytest.mark.parametrize("value", ["10", "0%", "101%", "abc", "10.5%", "-5%", "%", 0, True])
+@pytest.mark.parametrize("level", ["stack", "host"])
+def test_a_bad_max_unavailable_is_refused_with_its_path(value, level):
+    config = origin_config()
+    if level == "stack":
+        config["rollout"] = {"maxUnavailable": value}
+        path = "rollout.maxUnavailable"
+    else:
+        config["hosts"][0]["rollout"] = {"maxUnavailable": value}
+        path = "hosts[0].rollout.maxUnavailable"
+    with pytest.raises(ConfigError) as error:
+        load_config(config)
+    assert [p.path for p in error.value.problems] == [path]
+    assert "percentage" in error.value.problems[0].message
