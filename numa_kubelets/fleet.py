@@ -28,7 +28,7 @@ DEFAULT_USER = "root"
 MAX_LABEL = 63
 
 # Host key algorithms discover asks for, ed25519 first. The program's SSH client offers only the
-# pinned key's type, so any of these works there; RSA is left out because a pinned `ssh-rsa` key
+# pinned key's type (tools/plugin-doubles/command/remote/connection.go), so any of these works there; RSA is left out because a pinned `ssh-rsa` key
 # makes a Go SSH client ask for SHA-1 signatures, which OpenSSH 8.8 and newer refuse by default.
 HOST_KEY_ALGORITHMS = ("ssh-ed25519", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384", "ecdsa-sha2-nistp521")
 

@@ -259,3 +259,10 @@ def test_progress() -> None:
     assert progress_line(37, 625, 2) == "discover: 37/625 hosts read, 2 failed"
     assert [done for done in range(1, 26) if progress_due(done, 25)] == [2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 25]
     assert all(progress_due(done, 3) for done in range(1, 4))
+
+
+def test_cpulists_with_commas_survive_the_flow_style() -> None:
+    document = yaml.safe_load(render_fleet([reading("a", DUAL_8_SMT)]))
+    (layout,) = document["config"]["numa-kubelets:hostClasses"].values()
+    assert layout["numaNodes"] == [{"id": 0, "cpus": "0-3,8-11"}, {"id": 1, "cpus": "4-7,12-15"}]
+    assert layout["systemCpus"] == "0,4,8,12"
