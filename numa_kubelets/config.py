@@ -299,7 +299,8 @@ class HostSpec(HostClassSpec):
         alias="hostKey",
         description="The host's SSH public key (`ssh-ed25519 AAAA...`), pinned: a host answering with another key is "
         "refused. Required unless the stack sets `insecureSkipHostKeyCheck`; "
-        "`ssh-keyscan -t ed25519 -p <sshPort> <address>` prints it (after the address). Each host's own, never a "
+        "`python -m numa_kubelets.discover` prints it with the host's topology, as does "
+        "`ssh-keyscan -t ed25519 -p <sshPort> <address>` (after the address). Each host's own, never a "
         "class's.",
     )
     host_class: DnsLabel | None = Field(
@@ -655,7 +656,8 @@ def host_key_problems(config: StackConfig) -> list[Problem]:
             f"no hostKey pinned for {len(unpinned)} host(s): {named}. The program sends each host root scripts and "
             "the bootstrap token, so it must know the host's SSH key. Read each key over a network you trust: "
             f"`ssh-keyscan -t ed25519 {port}{example.address}` prints it after the address; set it on the host as "
-            '`hostKey: "ssh-ed25519 AAAA..."`. To accept any key instead (the behaviour before pinning was '
+            '`hostKey: "ssh-ed25519 AAAA..."` (`python -m numa_kubelets.discover -f <file of addresses>` prints '
+            "every host's entry with its key). To accept any key instead (the behaviour before pinning was "
             f"required), set {NAMESPACE}:insecureSkipHostKeyCheck: true",
         )
     ]

@@ -28,7 +28,6 @@ import socket
 import subprocess
 import tempfile
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib.metadata import version
@@ -41,6 +40,7 @@ import pytest
 from pulumi import automation as auto
 
 from tests import realtools
+from tests.e2e.sshd import SSHD, free_port, generate_key, login_user, start_sshd
 from tests.e2e.test_pulumi_cli import offline_env, write_project  # noqa: F401  (offline_env: a fixture)
 
 pytestmark = [
@@ -53,9 +53,6 @@ pytestmark = [
     ),
 ]
 
-SSHD = Path("/usr/sbin/sshd")
-# The unprivileged login of the commands when the tests run as root (CI); otherwise their own user.
-LOGIN_USER = "numa-kubelets-ssh"
 # Variables the accepting server takes (AcceptEnv): the previous output and one of the test's.
 ACCEPTED_VARIABLES = ("PULUMI_COMMAND_STDOUT", "PULUMI_COMMAND_STDERR", "GREETING")
 
@@ -81,70 +78,6 @@ class SshServers:
             "host_key": self.host_key,
         }
         return command.remote.ConnectionArgs(**{**settings, **overrides})
-
-
-def login_user() -> pwd.struct_passwd:
-    """The commands' user: as root, LOGIN_USER (created once, with a shell and a home: sshd's
-    session starts in it); otherwise the current user, the only one a non-root sshd can serve."""
-    if os.geteuid() != 0:
-        return pwd.getpwuid(os.geteuid())
-    try:
-        pwd.getpwnam(LOGIN_USER)
-    except KeyError:
-        subprocess.run(["useradd", "--create-home", "--shell", "/bin/sh", LOGIN_USER], check=True)
-    # useradd locks the password ("!"), and sshd without PAM refuses a locked account even for a
-    # key; "*" allows no password login either, but is not locked.
-    subprocess.run(["usermod", "--password", "*", LOGIN_USER], check=True)
-    return pwd.getpwnam(LOGIN_USER)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
-def generate_key(path: Path) -> str:
-    """An ed25519 key pair at path (and path.pub); returns the public key."""
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", path.name, "-f", str(path)], check=True)
-    return path.with_suffix(".pub").read_text().strip()
-
-
-def start_sshd(directory: Path, name: str, accept_env: tuple[str, ...]) -> tuple[subprocess.Popen[bytes], int]:
-    port = free_port()
-    config = directory / f"{name}.conf"
-    lines = [
-        f"ListenAddress 127.0.0.1:{port}",
-        f"HostKey {directory / 'host_key'}",
-        f"PidFile {directory / name}.pid",
-        f"AuthorizedKeysFile {directory / 'authorized_keys'}",
-        f"AllowUsers {login_user().pw_name}",
-        "PasswordAuthentication no",
-        "KbdInteractiveAuthentication no",
-        "UsePAM no",
-        # The authorized keys live in this directory, not the user's home.
-        "StrictModes no",
-        "LogLevel VERBOSE",
-    ]
-    if accept_env:
-        lines.append(f"AcceptEnv {' '.join(accept_env)}")
-    config.write_text("\n".join(lines) + "\n")
-    log = (directory / f"{name}.log").open("wb")
-    # -D: in the foreground, -e: log to stderr (the log file); an absolute path, for its re-exec.
-    server = subprocess.Popen([str(SSHD), "-D", "-e", "-f", str(config)], stdout=log, stderr=log)
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1) as probe:
-                if probe.recv(64).startswith(b"SSH-2.0-"):
-                    return server, port
-        except OSError:
-            pass
-        if server.poll() is not None or time.monotonic() > deadline:
-            server.kill()
-            raise AssertionError(f"sshd {name} did not start: {(directory / f'{name}.log').read_text()}")
-        time.sleep(0.1)
 
 
 @pytest.fixture(scope="module")
