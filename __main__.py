@@ -2,7 +2,7 @@
 
 import pulumi
 
-from components import stack_trace
+from components import engine_stop, stack_trace
 from components.cluster import ClusterJoin, cluster_nodes
 from components.demo import demo_placements
 from components.heap import freeze_constructed_objects, freeze_survivors_of_full_collections
@@ -13,6 +13,7 @@ from components.stack_config import read_stack, secret_or_none, ssh_private_key
 from numa_kubelets.outputs import hosts_output
 from numa_kubelets.placement import demo_pods
 
+engine_stop.end_quietly_when_the_engine_stops()  # the engine's SIGINT: no traceback (the engine says why)
 stack_trace.install()
 freeze_survivors_of_full_collections()
 config, plan = read_stack()

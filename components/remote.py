@@ -48,6 +48,11 @@ def remote_command(
         delete: pulumi.Input[str] = host_scripts.apply(lambda known: known.delete)
     else:
         create, delete = host_scripts.apply, host_scripts.delete
+        if host_scripts.stdin is not None:
+            # The script on stdin, the command line a fixed `/bin/sh -s` (scripts.script_on_stdin).
+            if stdin is not None or with_delete:
+                raise ValueError(f"{name}: a script on stdin is for a command with no stdin and no delete")
+            stdin = host_scripts.stdin
     return command.remote.Command(
         name,
         connection=connection,

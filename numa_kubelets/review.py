@@ -266,6 +266,16 @@ def unwrap_sudo(script: str, user: str) -> str:
     return f"# (review) sent as: sudo -n /bin/sh -c '<this script>' by SSH user {user}\n" + argv[4]
 
 
+def apply_script(host_scripts: scripts.HostScripts, user: str) -> str:
+    """The script a command's create runs: its command line, or what that line reads on stdin."""
+    if host_scripts.stdin is None:
+        return unwrap_sudo(host_scripts.apply, user)
+    if host_scripts.apply != scripts.run_as_reading_stdin(user):
+        raise ValueError("unexpected command line of a script on stdin")
+    by = "" if user == "root" else f" by SSH user {user}"
+    return f"# (review) sent on stdin to `{host_scripts.apply}`{by}\n" + host_scripts.stdin
+
+
 def _host_relative(path: str) -> str:
     relative = PurePosixPath(path).relative_to("/")
     if ".." in relative.parts:
@@ -315,7 +325,9 @@ def host_index(host: HostPlan, commands: list[RemoteCommandPlan]) -> str:
     ]
     for command in commands:
         installs = "<br>".join(f"`{f.path}` ({f.mode})" for f in command.files) or "-"
-        stdin = command.stdin or "-"
+        stdin = command.stdin or (
+            f"its apply script, read by `{command.scripts.apply}`" if command.scripts.stdin else "-"
+        )
         script_files = f"scripts/{command.name}.apply.sh"
         if command.with_delete:
             script_files += f"<br>scripts/{command.name}.delete.sh"
@@ -408,7 +420,7 @@ def render_plan(config: StackConfig, plan: Plan) -> dict[str, str]:
         commands = host_commands(host, plan, pods)
         files[f"{host.name}/index.md"] = host_index(host, commands)
         for command in commands:
-            files[f"{host.name}/scripts/{command.name}.apply.sh"] = unwrap_sudo(command.scripts.apply, host.user)
+            files[f"{host.name}/scripts/{command.name}.apply.sh"] = apply_script(command.scripts, host.user)
             if command.with_delete:
                 files[f"{host.name}/scripts/{command.name}.delete.sh"] = unwrap_sudo(command.scripts.delete, host.user)
             for host_file in (*command.files, *((command.stdin_file,) if command.stdin_file else ())):

@@ -81,10 +81,14 @@ forget() {{ rm -f "$pending_dir/$1"; rmdir "$pending_dir" /run/numa-kubelets 2>/
 
 @dataclass(frozen=True)
 class HostScripts:
-    """The apply script (create and update) and the remove script of one remote command."""
+    """The apply script (create and update) and the remove script of one remote command.
+
+    With `stdin`, `apply` is only a short fixed command line and the script is what it reads
+    on stdin (see script_on_stdin)."""
 
     apply: str
     delete: str
+    stdin: str | None = None
 
 
 def _heredoc_delimiter(content: str) -> str:
@@ -127,6 +131,34 @@ def run_as(user: str, script: str) -> str:
     if user == "root":
         return script
     return f"sudo -n /bin/sh -c {q(script)}"
+
+
+# The command line of a script sent on stdin: pulumi-command's error for a failed command repeats
+# the command line ("Process exited with status 1: running \"<command>\":" and the output), so a
+# failure shows this short line and the script's own message, never a copy of the script.
+SHELL_READING_STDIN = "/bin/sh -s"
+
+
+def script_on_stdin(user: str, script: str) -> HostScripts:
+    """A script that the shell reads from stdin, for a command with nothing to undo (no remove
+    script) and no stdin of its own.
+
+    A shell reading its script from a pipe reads it a command at a time (bash one byte at a time,
+    so that a command it runs reads what follows it), so a command in the script that reads stdin
+    would take the rest of the script as its input. In braces, the whole script is one compound
+    command, parsed whole before any of it runs: what a command in it reads is at most the newline
+    after the closing brace. Only for commands whose stdin carries nothing else: a secret stdin
+    (the kubelet's bootstrap kubeconfig) would hide the script in a preview's diff; and a command
+    with a remove script, which pulumi-command runs with the stdin of the last apply, keeps its
+    scripts in its command lines.
+    """
+    if not script.endswith("\n"):
+        raise ValueError("a script on stdin must end with a newline")
+    return HostScripts(apply=run_as_reading_stdin(user), delete="true", stdin="{\n" + script + "}\n")
+
+
+def run_as_reading_stdin(user: str) -> str:
+    return SHELL_READING_STDIN if user == "root" else f"sudo -n {SHELL_READING_STDIN}"
 
 
 # ---------------------------------------------------------------- preflight
@@ -181,7 +213,8 @@ def preflight_scripts(host: HostPlan, plan: Plan) -> HostScripts:
     )
     # The preflight changes nothing, so the marker/atomic-write prelude is not needed.
     create = f"# numa-kubelets: preflight of host {host.name}\nset -eu\n" + "".join(checks)
-    return HostScripts(apply=run_as(host.user, create), delete="true")
+    # On stdin: a failed preflight's error is its list of problems, not a copy of this script.
+    return script_on_stdin(host.user, create)
 
 
 def _containerd_version_check(containerd_path: str) -> str:

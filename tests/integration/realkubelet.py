@@ -7,7 +7,7 @@ import json
 import shlex
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -91,10 +91,11 @@ def pod_volume_mounted_by_the_kubelet(view: HostView, numa: int, content: str) -
         view.sh(f"umount {q(volume)}; rm -rf {q(pod_dir)}")
 
 
-def check_preflight_report(host: Any, preflight_script: str, suite: str) -> str:
-    """Runs the program's preflight script again: it passes and names the OS's systemd,
-    containerd and runc versions. Returns the versions it printed."""
-    line = host.run(preflight_script).stdout.strip()
+def check_preflight_report(host: Any, preflight: Mapping[str, Any], suite: str) -> str:
+    """Runs the program's preflight command again (its inputs: `create`, the fixed command line,
+    reads the script on `stdin`): it passes and names the OS's systemd, containerd and runc
+    versions. Returns the versions it printed."""
+    line = host.run(preflight["create"], stdin=preflight.get("stdin")).stdout.strip()
     assert line.startswith("numa-kubelets preflight passed on host "), line
     for fragment in (*RUNTIME_VERSIONS[suite], "runc 1."):
         assert fragment in line, line

@@ -216,7 +216,7 @@ def test_each_real_kubelet_registers_its_node_through_the_bootstrap_flow(joined,
     engine, view, core, plan = joined["engine"], joined["view"], joined["core"], joined["plan"]
     with stopwatch("real cluster: apply (namespace mode, bootstrap kubeconfig on stdin)"):
         engine.up(joined["config"])
-    versions = check_preflight_report(view.host, engine.state["numa-a-preflight"].inputs["create"], DEFAULT_SUITE)
+    versions = check_preflight_report(view.host, engine.state["numa-a-preflight"].inputs, DEFAULT_SUITE)
     TIMINGS.append((f"real cluster: [{DEFAULT_SUITE}] {versions}", 0.0))
     for kubelet in plan.kubelets:
         numa = kubelet.numa_node

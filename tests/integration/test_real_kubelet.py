@@ -244,7 +244,7 @@ def test_apply_starts_the_real_kubelet_in_each_slice_of_the_defaults(real, stopw
 
 def test_the_preflight_reports_the_runtime_versions_of_the_host(real):
     suite, engine = real["suite"], real["engine"]
-    versions = check_preflight_report(real["host"], engine.commands()[f"{HOST}-preflight"]["create"], suite)
+    versions = check_preflight_report(real["host"], engine.commands()[f"{HOST}-preflight"], suite)
     TIMINGS.append((f"[{suite}] {versions}", 0.0))
 
 

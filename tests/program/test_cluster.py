@@ -300,7 +300,7 @@ def test_cluster_server_is_checked_on_each_host_and_the_token_at_the_credentials
     }
     server = cluster_config["cluster"]["server"]
     for host in ("numa-a", "numa-b"):
-        script = run.named(f"{host}-preflight").inputs["create"]
+        script = run.named(f"{host}-preflight").inputs["stdin"]
         assert f"cannot reach cluster.server {server} from this host, trusting only caCert" in script
         assert cluster_config["cluster"]["caCert"].strip() in script
         assert BOOTSTRAP_TOKEN not in script

@@ -63,7 +63,9 @@ def test_origin_scripts_carry_the_plan(dev_config):
     containerd0 = run.named("numa-a-numa0-containerd").inputs["create"]
     assert 'address = "/run/containerd-numa0/containerd.sock"' in containerd0
     assert "Slice=numa0.slice\n" in containerd0 and "Delegate=yes\n" in containerd0
-    preflight = run.named("numa-a-preflight").inputs["create"]
+    # The preflight's script on stdin, read by a fixed command line (a failure's error repeats it).
+    assert run.named("numa-a-preflight").inputs["create"] == "/bin/sh -s"
+    preflight = run.named("numa-a-preflight").inputs["stdin"]
     assert "/sys/devices/system/node/node1/cpulist" in preflight and "4-7" in preflight
 
 

@@ -31,7 +31,7 @@ def test_kubelet_config_reaches_the_kubelet_command(dev_config):
     script = run.named("numa-a-numa1-kubelet").inputs["create"]
     assert "cpuManagerPolicy: static\n" in script and "reservedSystemCPUs: 0-4\n" in script
     assert "strict-cpu-reservation: 'true'\n" in script
-    assert '[ "$kubelet_minor" -lt 33 ]' in run.named("numa-a-preflight").inputs["create"]
+    assert '[ "$kubelet_minor" -lt 33 ]' in run.named("numa-a-preflight").inputs["stdin"]
 
 
 def test_an_owned_field_stops_the_program_before_any_resource(dev_config):

@@ -234,9 +234,9 @@ def test_the_host_preflight_checks_cluster_server_only_with_a_cluster():
 
     joined, standalone = plan_of(with_cluster(origin_config())), plan_of(origin_config())
     assert joined.cluster is not None
-    script = preflight_scripts(joined.hosts[0], joined).apply
+    script = preflight_scripts(joined.hosts[0], joined).stdin
     assert f"cannot reach cluster.server {joined.cluster.server} from this host" in script
     assert joined.cluster.ca_cert.strip() in script  # public: the CA, never a secret
     # Its problems join the others under the preflight's header, which names the host.
     assert script.index("cluster.server") < script.index("numa-kubelets preflight failed on host %s")
-    assert "cluster.server" not in preflight_scripts(standalone.hosts[0], standalone).apply
+    assert "cluster.server" not in preflight_scripts(standalone.hosts[0], standalone).stdin

@@ -118,7 +118,7 @@ def test_the_static_memory_manager_gets_its_reservation_from_the_host_at_start()
 
 def test_the_preflight_checks_the_hosts_kubelet_is_at_least_the_declared_version():
     plan = plan_of(origin_config(kubeletVersion="1.33"))
-    script = preflight_scripts(plan.hosts[0], plan).apply
+    script = preflight_scripts(plan.hosts[0], plan).stdin
     assert "'/usr/bin/kubelet' --version" in script or "/usr/bin/kubelet --version" in script
     assert '[ "$kubelet_minor" -lt 33 ]' in script
     assert "older than its kubeletVersion 1.33" in script

@@ -348,15 +348,15 @@ def test_ipvlan_uplink_is_created_in_l2_mode():
 
 def test_preflight_checks_parent_duplicate_addresses_and_a_loopback_resolver():
     plan = plan_of(namespace_config())
-    preflight = preflight_scripts(plan.hosts[0], plan).apply
+    preflight = preflight_scripts(plan.hosts[0], plan).stdin
     assert "parent interface eno1 does not exist" in preflight
     assert "arping -D -q -c 2 -w 3 -I eno1 192.0.2.21" in preflight
     assert "arping -D -q -c 2 -w 3 -I eno1 192.0.2.22" in preflight
     assert "points at a loopback resolver" in preflight
     with_dns = plan_of(namespace_config(network={"mode": "namespace", "parent": "eno1", "gateway": "192.0.2.1",
                                                 "dns": ["192.0.2.53"]}))  # fmt: skip
-    assert "loopback resolver" not in preflight_scripts(with_dns.hosts[0], with_dns).apply
-    assert "arping" not in preflight_scripts(plan_of(origin_config()).hosts[0], plan_of(origin_config())).apply
+    assert "loopback resolver" not in preflight_scripts(with_dns.hosts[0], with_dns).stdin
+    assert "arping" not in preflight_scripts(plan_of(origin_config()).hosts[0], plan_of(origin_config())).stdin
 
 
 def test_netns_scripts_reload_in_place_and_remove_everything():

@@ -269,7 +269,12 @@ def test_dev_scripts_are_what_the_program_sends(tmp_path):
         host, command = reviewed[name]
         assert inputs["create"] == command.scripts.apply and "update" not in inputs
         assert inputs.get("delete") == (command.scripts.delete if command.with_delete else None)
-        assert files[f"{host.name}/scripts/{name}.apply.sh"] == command.scripts.apply  # root: verbatim
+        assert inputs.get("stdin") == command.scripts.stdin
+        shown = files[f"{host.name}/scripts/{name}.apply.sh"]
+        if command.scripts.stdin is None:
+            assert shown == command.scripts.apply  # root: verbatim
+        else:  # the preflight: `/bin/sh -s` reads it
+            assert shown == f"# (review) sent on stdin to `/bin/sh -s`\n{command.scripts.stdin}"
 
 
 def test_cluster_scripts_and_stdin_are_what_the_program_sends():
@@ -292,7 +297,11 @@ def test_cluster_scripts_and_stdin_are_what_the_program_sends():
             assert inputs["stdin"] == command.stdin_file.content.replace(f"'{placeholder}'", TOKEN)
         # numa-b's user is not root: the review shows the script inside the sudo wrapper.
         shown = files[f"{host.name}/scripts/{name}.apply.sh"]
-        if host.user == "root":
+        if command.scripts.stdin is not None:  # the preflight: its command line reads it
+            assert inputs["stdin"] == command.scripts.stdin
+            by = "" if host.user == "root" else f" by SSH user {host.user}"
+            assert shown == f"# (review) sent on stdin to `{command.scripts.apply}`{by}\n{command.scripts.stdin}"
+        elif host.user == "root":
             assert shown == command.scripts.apply
         else:
             assert review.scripts.run_as(host.user, shown.split("\n", 1)[1]) == command.scripts.apply

@@ -14,7 +14,13 @@ import pytest
 
 from numa_kubelets.plan import SHARED_DEVICE_PLUGINS_DIR, Plan
 from numa_kubelets.render import HOST_SERVICE_UNITS, bootstrap_kubeconfig
-from numa_kubelets.scripts import PRELUDE, READ_STDIN_TO_THE_END, RUNTIME_CONTROL_DIR, bootstrap_kubeconfig_stdin
+from numa_kubelets.scripts import (
+    PRELUDE,
+    READ_STDIN_TO_THE_END,
+    RUNTIME_CONTROL_DIR,
+    bootstrap_kubeconfig_stdin,
+    script_on_stdin,
+)
 from tests.unit.builders import (
     BOOTSTRAP_TOKEN,
     host_scripts,
@@ -49,8 +55,9 @@ PLANS = {
 
 
 def all_scripts(plan: Plan) -> list[tuple[str, str]]:
+    """Every script as the shell gets it: the command line, or what it reads on stdin."""
     return [
-        (f"{name} {kind}", getattr(scripts, kind))
+        (f"{name} {kind}", scripts.stdin if kind == "apply" and scripts.stdin is not None else getattr(scripts, kind))
         for name, scripts in host_scripts(plan).items()
         for kind in ("apply", "delete")
     ]
@@ -126,6 +133,28 @@ def test_sudo_runs_exactly_the_root_script():
     assert as_root.keys() == as_admin.keys()
     for name, script in as_admin.items():
         assert (sudo_inner(script) if script.startswith("sudo ") else script) == as_root[name], name
+
+
+def test_the_preflight_is_read_from_stdin_by_a_fixed_command_line():
+    """pulumi-command's error repeats a failed command's command line: the preflight's is short."""
+    for plan_name, command_line in (("cluster", "/bin/sh -s"), ("cluster via sudo", "sudo -n /bin/sh -s")):
+        scripts = host_scripts(PLANS[plan_name])
+        assert scripts["numa-a preflight"].apply == command_line
+        stdin = scripts["numa-a preflight"].stdin
+        assert stdin is not None and stdin.startswith("{\n# numa-kubelets: preflight of host numa-a\n")
+        assert stdin.endswith("\n}\n")
+        # Every other command keeps its scripts in its command lines (secret stdin, remove scripts).
+        assert [name for name, each in scripts.items() if each.stdin is not None] == ["numa-a preflight"]
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_a_script_on_stdin_is_read_whole_before_it_runs(tmp_path, shell):
+    """A command in it that reads stdin gets nothing of the script (bash reads a script from a pipe
+    a byte at a time: without the braces, `cat` would take the lines after it)."""
+    script = script_on_stdin("root", 'set -eu\nread_by_cat=$(cat)\necho "cat read [$read_by_cat]"\necho after\n')
+    assert script.apply == "/bin/sh -s" and script.stdin is not None
+    result = subprocess.run([tool(shell), "-s"], input=script.stdin, capture_output=True, text=True, timeout=60)
+    assert (result.returncode, result.stdout, result.stderr) == (0, "cat read []\nafter\n", "")
 
 
 # ---------------------------------------------------------------- secrets
