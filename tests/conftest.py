@@ -1,3 +1,4 @@
+import gc
 from collections import defaultdict
 
 import pytest
@@ -95,9 +96,22 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     check_guest_modules(items)
 
 
-@pytest.hookimpl(hookwrapper=True)
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)  # around every other makereport hook
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
-    outcome = yield
+    # No garbage collection while a report is rendered. Before CPython 3.11.8 (this venv: 3.11.7)
+    # ast.parse is not reentrant (python/cpython#106905, fixed by #113035): pytest parses the failed
+    # test's source to render it, a collection inside that parse may finalize an object whose
+    # exception pytest's unraisable hook formats (the traceback module parses again), and the outer
+    # parse then fails: "AST constructor recursion depth mismatch", an INTERNALERROR that ended a CI
+    # run and hid the test that failed (an SDK coroutine left by an inline Pulumi program was
+    # collected). tests/test_report_rendering.py shows it.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        outcome = yield
+    finally:
+        if collecting:
+            gc.enable()
     report = outcome.get_result()
     if report.when == "teardown":
         timings.attach_to(report)
