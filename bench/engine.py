@@ -23,6 +23,40 @@ remote/benchmark.go; bench/README.md says why that measures what it should), in 
 update and delete return at once with empty outputs, without SSH, only for loopback addresses
 where nothing listens. No script ever runs on this machine.
 
+Two options shape the program's stack (the bare program is the same either way):
+
+- `--classes`: the hosts written with one host class (numa-kubelets:hostClasses: the NUMA nodes
+  and the one SSH port), each host its name, address, class and hostKey, as docs/fleets.md
+  writes a fleet: what lets 625 x 8 under the PULUMI_CONFIG ceiling. Each host then has its own
+  loopback address (127.1.x.y: all of 127/8 is loopback, and the double's benchmark mode takes
+  any loopback IP) at one port where nothing listens on any of them (checked). Written out, the
+  hosts are 127.0.0.1 at a closed port each, as before. Either way the stack config's size as
+  the language host passes it (numa_kubelets/config_size.py, the secrets at their plain
+  length) is printed, and a stack over the limit is not run.
+- `--cluster`: a stack joining a cluster (cluster.server, caCert, cluster.dns, a configured
+  bootstrapToken and a kubeconfig credential, both set as secrets with `pulumi config set
+  --secret`; demo off): 75 resources per 8-node host instead of 43. Only a preview can run it,
+  and it runs offline, without an API server. Why, from what the code does:
+  * the kubernetes provider (pulumi-kubernetes 4.25.0, provider/pkg/provider/provider.go): its
+    Configure does not fail at an unreachable cluster, it records `clusterUnreachable` (the
+    server version and the schema cannot be read) and goes on; Check then skips the
+    server-side validation, and Create in a preview returns the inputs as the planned state
+    (only a real Create fails: "configured Kubernetes cluster is unreachable"). Read (a
+    `.get`, the kube-dns Service the program reads when cluster.dns is unset) fails even in a
+    preview: so cluster.dns is set, and no Service is read;
+  * the program's ClusterPreflight and each NodeLifecycle are dynamic resources: their
+    provider runs only in a create, update or delete (a preview asks the default Check, and
+    a Diff only of a resource with a state): a preview of a new stack contacts no cluster;
+  * a configured bootstrapToken: no managed token, so no RandomString/RandomPassword and no
+    token Secret or bindings to plan (tests/e2e/test_engine_findings.py previews the same
+    kind of stack with every address closed, "contacting nothing").
+  So cluster.server and the credential's server are https://127.0.0.1 at a closed loopback
+  port (checked): a connection is refused at once. A control plane of tests/realcluster is not
+  needed for a preview and is not used (it would add an etcd and a kube-apiserver to the
+  machine's load and to no figure). An `up` of a cluster stack would need one (the preflight,
+  the Nodes' Ready wait) and kubelets that join, which the benchmark mode has not: `--cluster`
+  refuses any operation but preview and preview-diff.
+
 Per stack the operations run in order on one state (`--ops`):
   preview        `pulumi preview` of the fresh stack (everything to create)
   preview-diff   `pulumi preview --diff` of it, as the pull-request workflow runs it
@@ -42,6 +76,11 @@ Usage (from the repository root, with the venv, after `bash tools/build.sh pulum
     .venv/bin/python bench/engine.py --hosts 25 --checkpoints skip --ops preview,up
     .venv/bin/python bench/engine.py --kinds program --hosts 100 --checkpoints write --ops preview
     .venv/bin/python bench/engine.py --table results.jsonl    # the table of earlier runs
+    .venv/bin/python bench/engine.py --kinds program --hosts 625 --checkpoints skip --ops preview --cluster --classes
+
+After the table it prints the growth between fleet sizes: per program, stack, checkpoints and
+operation, the factor of wall time, CPU time and the CLI's peak RSS from each size to the next
+(e.g. 100 -> 625 x 8: the hosts' factor is 6.25; linear growth reads about that).
 
 The default grid: program and bare, 25 and 100 hosts x 8, checkpoints written (the engine's
 default) and skipped (PULUMI_SKIP_CHECKPOINTS=true), and 500 x 8 skipped only (with them it
@@ -55,6 +94,7 @@ operation's row as it ends, so a long run keeps what it measured.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import re
@@ -70,12 +110,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 if str(PROJECT_DIR) not in sys.path:
     sys.path.insert(0, str(PROJECT_DIR))
 
 from bench.fleet import fake_host_key  # noqa: E402
-from numa_kubelets.config_size import MAX_ARG_STRLEN, pulumi_config_bytes  # noqa: E402
+from numa_kubelets.config_size import ConfigSize, pulumi_config_bytes  # noqa: E402
 from tests import realtools  # noqa: E402  (the repository root is on the path only now)
 
 COMMAND_TYPE = "command:remote:Command"
@@ -89,6 +131,10 @@ STACK = "bench"
 PROJECT_FILES = ("Pulumi.yaml", "__main__.py", "requirements.txt")
 PROJECT_PACKAGES = ("components", "numa_kubelets")
 FIRST_PORT = 40000
+HOST_CLASS = "bench-8x8"  # the one class of a stack written with --classes
+CLUSTER_DNS = "10.96.0.10"  # set, so that the program reads no kube-dns Service (a Read fails offline)
+# A bootstrap token of the right form; nothing ever presents it (no cluster answers).
+BOOTSTRAP_TOKEN = "benchk.0123456789benchk"
 OPERATIONS = ("preview", "preview-diff", "up", "preview-again", "reup")
 DEFAULT_OPS = ("preview", "up", "preview-again", "reup")
 KINDS = ("program", "bare")
@@ -135,9 +181,78 @@ def host_entries(ports: list[int], numa_nodes: int) -> list[dict[str, Any]]:
     ]
 
 
+def numa_nodes_of(numa_nodes: int) -> list[dict[str, Any]]:
+    return [
+        {"id": node, "cpus": f"{node * CPUS_PER_NODE}-{(node + 1) * CPUS_PER_NODE - 1}"} for node in range(numa_nodes)
+    ]
+
+
+def loopback_address(index: int) -> str:
+    """Host `index`'s own loopback address, 127.1.0.1 on (all of 127/8 is loopback on Linux)."""
+    return f"127.1.{index // 254}.{index % 254 + 1}"
+
+
+def closed_port_on(addresses: list[str], first: int = FIRST_PORT) -> int:
+    """One port where nothing accepts a connection at any of `addresses` (each refuses at once)."""
+    for port in range(first, 65536):
+        for address in addresses:
+            with socket.socket() as probe:
+                probe.settimeout(1)
+                try:
+                    probe.connect((address, port))
+                except ConnectionRefusedError:
+                    continue
+                except OSError:
+                    pass
+                break  # open, or not plainly refused: the next port
+        else:
+            return port
+    raise SystemExit(f"no port from {first} is closed on all of {len(addresses)} loopback addresses")
+
+
+def class_hosts(count: int, numa_nodes: int) -> dict[str, Any]:
+    """`count` hosts of one class, each its name, address, class and hostKey (docs/fleets.md): the
+    class holds the NUMA nodes and the one closed SSH port every host's address refuses."""
+    addresses = [loopback_address(index) for index in range(count)]
+    port = closed_port_on(addresses)
+    return {
+        "hostClasses": {HOST_CLASS: {"sshPort": port, "numaNodes": numa_nodes_of(numa_nodes)}},
+        "hosts": [
+            {"name": f"node-{index:04d}", "address": address, "class": HOST_CLASS, "hostKey": fake_host_key(index)}
+            for index, address in enumerate(addresses)
+        ],
+    }
+
+
 def stack_config(ports: list[int], numa_nodes: int, key_path: Path) -> dict[str, Any]:
     """The standalone stack's config (namespace numa-kubelets): no cluster, so no demo."""
     return {"hosts": host_entries(ports, numa_nodes), "sshPrivateKeyPath": str(key_path)}
+
+
+def token_kubeconfig(server: str) -> str:
+    """The stack's credential: a kubeconfig with a token, at `server` (tests/e2e/test_engine_findings.py)."""
+    return yaml.safe_dump(
+        {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "bench", "cluster": {"server": server, "insecure-skip-tls-verify": True}}],
+            "users": [{"name": "bench", "user": {"token": "bench-credential-token"}}],
+            "contexts": [{"name": "bench", "context": {"cluster": "bench", "user": "bench"}}],
+            "current-context": "bench",
+        }
+    )
+
+
+def example_ca() -> str:
+    """The example stack's CA certificate (its key discarded): a well-formed caCert."""
+    stack_file = yaml.safe_load((PROJECT_DIR / "Pulumi.example-cluster.yaml").read_text())
+    return str(stack_file["config"]["numa-kubelets:cluster"]["caCert"])
+
+
+def cluster_config(server: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """The cluster side of a --cluster stack: plain keys, and the secrets (set with --secret)."""
+    plain = {"cluster": {"server": server, "caCert": example_ca(), "dns": CLUSTER_DNS}, "demo": {"enabled": False}}
+    return plain, {"bootstrapToken": BOOTSTRAP_TOKEN, "kubeconfig": token_kubeconfig(server)}
 
 
 class ConfigTooLarge(Exception):
@@ -145,8 +260,10 @@ class ConfigTooLarge(Exception):
 
 
 def write_stack_file(path: Path, config: dict[str, Any], namespace: str) -> None:
-    # JSON is YAML: the CLI reads it as the stack file.
-    document = {"config": {f"{namespace}:{key}": value for key, value in config.items()}}
+    """The config's keys into the stack file, beside what `stack init` put there (the secrets'
+    salt). JSON is YAML: the CLI reads it as the stack file."""
+    document = (yaml.safe_load(path.read_text()) if path.exists() else None) or {}
+    document.setdefault("config", {}).update({f"{namespace}:{key}": value for key, value in config.items()})
     path.write_text(json.dumps(document, indent=1) + "\n")
 
 
@@ -234,6 +351,9 @@ class Stack:
     directory: Path
     state: Path
     commands: int = 0
+    cluster: bool = False
+    classes: bool = False
+    config_bytes: int = 0
 
     def env(self) -> dict[str, str]:
         env = realtools.pulumi_env(self.state)
@@ -244,31 +364,43 @@ class Stack:
         return env
 
 
-def make_stack(kind: str, hosts: int, numa: int, checkpoints: str, scratch: Path) -> Stack:
-    directory = scratch / f"{kind}-{hosts}x{numa}-{checkpoints}" / "project"
+def make_stack(
+    kind: str, hosts: int, numa: int, checkpoints: str, scratch: Path, cluster: bool = False, classes: bool = False
+) -> Stack:
+    if kind != "program":
+        cluster = classes = False  # the bare program has neither
+    label = f"{kind}-{hosts}x{numa}-{checkpoints}" + ("-cluster" if cluster else "") + ("-classes" if classes else "")
+    directory = scratch / label / "project"
     state = directory.parent / "state"
     directory.mkdir(parents=True)
     state.mkdir()
     key_path = directory.parent / "id_ed25519"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "bench", "-f", str(key_path)], check=True)
-    ports = closed_ports(hosts)
-    stack = Stack(kind, hosts, numa, checkpoints, directory, state)
+    stack = Stack(kind, hosts, numa, checkpoints, directory, state, cluster=cluster, classes=classes)
+    secrets: dict[str, str] = {}
     if kind == "program":
         for name in PROJECT_FILES:
             shutil.copy2(PROJECT_DIR / name, directory / name)
         for package in PROJECT_PACKAGES:
             shutil.copytree(PROJECT_DIR / package, directory / package, ignore=shutil.ignore_patterns("__pycache__"))
-        config = stack_config(ports, numa, key_path)
-        # The language host passes the whole config in PULUMI_CONFIG: past Linux's limit on one
-        # environment string the program could not start (numa_kubelets/config_size.py).
-        if (size := pulumi_config_bytes(config)) > MAX_ARG_STRLEN:
-            raise ConfigTooLarge(
-                f"{hosts} x {numa}: the stack config takes about {size:,} bytes in PULUMI_CONFIG, over Linux's "
-                f"{MAX_ARG_STRLEN:,} for one environment string: the program could not start (pulumi/pulumi#8680)"
-            )
-        write_stack_file(directory / f"Pulumi.{STACK}.yaml", config, "numa-kubelets")
+        if classes:
+            config = {**class_hosts(hosts, numa), "sshPrivateKeyPath": str(key_path)}
+        else:
+            config = stack_config(closed_ports(hosts), numa, key_path)
+        if cluster:
+            # cluster.server and the credential's server: a loopback port where nothing listens.
+            plain, secrets = cluster_config(f"https://127.0.0.1:{closed_ports(1, first=FIRST_PORT - 1000)[0]}")
+            config.update(plain)
+        # The language host passes the whole config in PULUMI_CONFIG (the secrets decrypted): past
+        # Linux's limit on one environment string the program could not start (numa_kubelets/config_size.py).
+        size = ConfigSize(pulumi_config_bytes({**config, **secrets}))
+        stack.config_bytes = size.size
+        print(f"{label}: {size.report()}", file=sys.stderr, flush=True)
+        if size.level == "error":
+            raise ConfigTooLarge(f"{hosts} x {numa}: {size.report()} (pulumi/pulumi#8680)")
         stack.commands = hosts * len(command_sizes(numa, key_path))
     else:
+        ports = closed_ports(hosts)
         sizes = command_sizes(numa, key_path)
         (directory / "Pulumi.yaml").write_text(
             "name: numa-kubelets-bare\nruntime:\n  name: python\n  options:\n    toolchain: pip\n    virtualenv: .venv\n"
@@ -277,17 +409,26 @@ def make_stack(kind: str, hosts: int, numa: int, checkpoints: str, scratch: Path
         (directory / "bare.json").write_text(json.dumps({"key": str(key_path), "ports": ports, "commands": sizes}))
         stack.commands = hosts * len(sizes)
     (directory / ".venv").symlink_to(Path(sys.prefix), target_is_directory=True)
+    _cli(stack, "stack", "init", STACK)
+    if kind == "program":
+        write_stack_file(directory / f"Pulumi.{STACK}.yaml", config, "numa-kubelets")
+        for key, value in secrets.items():  # on stdin, as a user sets them (docs/configuration.md)
+            _cli(stack, "config", "set", "--secret", f"numa-kubelets:{key}", stdin=value)
+    return stack
+
+
+def _cli(stack: Stack, *args: str, stdin: str = "") -> None:
     completed = subprocess.run(
-        [str(realtools.TOOLS_BIN / "pulumi"), "--non-interactive", "stack", "init", STACK],
-        cwd=directory,
+        [str(realtools.TOOLS_BIN / "pulumi"), "--non-interactive", *args],
+        cwd=stack.directory,
         env=stack.env(),
+        input=stdin,
         capture_output=True,
         text=True,
         check=False,
     )
     if completed.returncode != 0:
-        raise SystemExit(f"pulumi stack init failed:\n{completed.stdout}\n{completed.stderr}")
-    return stack
+        raise SystemExit(f"pulumi {' '.join(args[:2])} failed:\n{completed.stdout}\n{completed.stderr}")
 
 
 # ---------------------------------------------------------------- one operation, watched
@@ -419,6 +560,9 @@ def run_operation(stack: Stack, operation: str, poll: float, timeout: float) -> 
         "hosts": stack.hosts,
         "numa": stack.numa,
         "checkpoints": stack.checkpoints,
+        "cluster": stack.cluster,
+        "classes": stack.classes,
+        "configBytes": stack.config_bytes,
         "operation": operation,
         "commands": stack.commands,
         "resources": max(counts.values(), default=0) if operation != "reup" else counts.get("unchanged", 0),
@@ -448,18 +592,61 @@ def grid(args: argparse.Namespace) -> list[tuple[str, int, str]]:
     return cases
 
 
+def stack_label(row: dict[str, Any]) -> str:
+    """How the stack was written: standalone or with a cluster, hosts written out or with classes
+    (rows of earlier runs, without these keys, were standalone and written out)."""
+    return ("cluster" if row.get("cluster") else "standalone") + (", classes" if row.get("classes") else "")
+
+
 def markdown(rows: list[dict[str, Any]]) -> str:
     header = (
-        "| program | hosts x NUMA | commands | resources | checkpoints | operation | wall s | CPU s "
+        "| program | stack | hosts x NUMA | commands | resources | checkpoints | operation | wall s | CPU s "
         "| CLI peak RSS MiB | program peak RSS MiB | tree peak RSS MiB |\n"
-        "|---|---|---:|---:|---|---|---:|---:|---:|---:|---:|\n"
+        "|---|---|---|---:|---:|---|---|---:|---:|---:|---:|---:|\n"
     )
     lines = [
-        f"| {r['kind']} | {r['hosts']} x {r['numa']} | {r['commands']:,} | {r['resources']:,} | {r['checkpoints']} "
-        f"| {r['operation']} | {r['seconds']:.1f} | {r['cpuSeconds']:.1f} | {r['cliPeakRssMiB']:,.0f} "
-        f"| {r['programPeakRssMiB']:,.0f} | {r['treePeakRssMiB']:,.0f} |\n"
+        f"| {r['kind']} | {stack_label(r)} | {r['hosts']} x {r['numa']} | {r['commands']:,} | {r['resources']:,} "
+        f"| {r['checkpoints']} | {r['operation']} | {r['seconds']:.1f} | {r['cpuSeconds']:.1f} "
+        f"| {r['cliPeakRssMiB']:,.0f} | {r['programPeakRssMiB']:,.0f} | {r['treePeakRssMiB']:,.0f} |\n"
         for r in rows
     ]
+    return header + "".join(lines)
+
+
+def growth(rows: list[dict[str, Any]]) -> str:
+    """The factor from each fleet size to the next, per program, stack, NUMA nodes, checkpoints
+    and operation: of the hosts, the resources, wall time, CPU time and the CLI's peak RSS.
+
+    Of several rows of one case (one measured again) the last counts. Linear growth reads the
+    hosts' factor (100 -> 625 x 8: 6.25); '' when no case has two sizes. The rows may come from
+    different runs (`--table` of a file several runs appended to): the machine's state is theirs.
+    """
+    cases: dict[tuple[Any, ...], dict[int, dict[str, Any]]] = {}
+    for row in rows:
+        key = (row["kind"], stack_label(row), row["numa"], row["checkpoints"], row["operation"])
+        cases.setdefault(key, {})[row["hosts"]] = row
+    lines = []
+    for (kind, stack, numa, checkpoints, operation), by_hosts in cases.items():
+        sizes = sorted(by_hosts)
+        for small, large in itertools.pairwise(sizes):
+            a, b = by_hosts[small], by_hosts[large]
+
+            def factor(key: str, a: dict[str, Any] = a, b: dict[str, Any] = b) -> str:
+                return f"{b[key] / a[key]:.2f}" if a.get(key) else "—"
+
+            lines.append(
+                f"| {kind} | {stack} | {checkpoints} | {operation} | {small} -> {large} x {numa} "
+                f"| {large / small:.2f} | {factor('resources')} | {factor('seconds')} | {factor('cpuSeconds')} "
+                f"| {factor('cliPeakRssMiB')} | {factor('programPeakRssMiB')} |\n"
+            )
+    if not lines:
+        return ""
+    header = (
+        "\nGrowth (the factor from one fleet size to the next; linear growth reads the hosts' factor):\n\n"
+        "| program | stack | checkpoints | operation | hosts | hosts x | resources x | wall x | CPU x "
+        "| CLI peak RSS x | program peak RSS x |\n"
+        "|---|---|---|---|---|---:|---:|---:|---:|---:|---:|\n"
+    )
     return header + "".join(lines)
 
 
@@ -502,6 +689,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jsonl", metavar="PATH", help="append each operation's row as JSON as it ends")
     parser.add_argument("--keep", metavar="DIR", help="keep the projects, states and CLI outputs in DIR")
     parser.add_argument("--table", metavar="JSONL", help="only print the table of the rows in this file")
+    parser.add_argument(
+        "--classes",
+        action="store_true",
+        help="write the program's hosts with one host class (name, address, class, hostKey each)",
+    )
+    parser.add_argument(
+        "--cluster",
+        action="store_true",
+        help="the program's stack joins a cluster (at a closed loopback port, offline): preview and preview-diff only",
+    )
     parser.add_argument("--sizes-child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.sizes_child:
@@ -509,13 +706,20 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.table:
         rows = [json.loads(line) for line in Path(args.table).read_text().splitlines() if line.strip()]
-        sys.stdout.write(markdown(rows))
+        sys.stdout.write(markdown(rows) + growth(rows))
         return 0
     if ("preview-again" in args.ops or "reup" in args.ops) and "up" not in args.ops:
         parser.error("preview-again and reup need up")
+    if args.cluster and (applying := [op for op in args.ops if op not in ("preview", "preview-diff")]):
+        parser.error(
+            f"--cluster runs preview and preview-diff only, not {', '.join(applying)}: an up of a cluster stack "
+            "needs a reachable API server and kubelets that join (the module's docstring says why)"
+        )
     args.ops = tuple(op for op in OPERATIONS if op in args.ops)  # in their order
     realtools.require("pulumi", "pulumi-language-python")
     realtools.require_plugin("command", realtools.pins()["pulumi-command"])
+    if args.cluster:
+        realtools.require_plugin("kubernetes", realtools.pins()["pulumi-kubernetes"])
 
     started = time.perf_counter()
     rows = []
@@ -524,7 +728,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for kind, hosts, checkpoints in grid(args):
             try:
-                stack = make_stack(kind, hosts, args.numa, checkpoints, scratch)
+                stack = make_stack(kind, hosts, args.numa, checkpoints, scratch, args.cluster, args.classes)
             except ConfigTooLarge as error:
                 print(f"{kind} {hosts}x{args.numa} checkpoints {checkpoints}: not run: {error}", file=sys.stderr)
                 continue
@@ -556,7 +760,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if not args.keep:
             shutil.rmtree(scratch, ignore_errors=True)
-    sys.stdout.write(markdown(rows))
+    sys.stdout.write(markdown(rows) + growth(rows))
     sys.stdout.write(
         f"\n{os.cpu_count()} CPUs, load average at the end {os.getloadavg()[0]:.1f}; "
         f"whole benchmark {time.perf_counter() - started:.0f} s.\n"

@@ -15,6 +15,12 @@ Usage (from the repository root, with the venv):
     .venv/bin/python bench/fleet.py --hosts 100 --numa 8 --profile both --profile-dir /tmp/prof
         # cProfile of each run: /tmp/prof/{program,baseline}-100x8.pstats (python -m pstats FILE)
     .venv/bin/python bench/fleet.py --no-gc            # both programs without the cyclic GC
+    .venv/bin/python bench/fleet.py --hosts 100 --numa 8 --tracemalloc program --profile-dir /tmp/mem
+        # what holds the memory at the end of the program's run (its peak: everything registered is
+        # alive until then): the top 25 allocation sites by size, grouped by file, by line and by
+        # traceback, and the live objects by type (gc.get_objects); printed and written to
+        # /tmp/mem/program-100x8.memory.txt. tracemalloc slows the run and adds its own memory:
+        # read the sizes and shares, not the run's time or peak RSS.
 
 Columns: `program s` / `baseline s` are the evaluation wall time (libraries already imported),
 `ratio` their quotient (issue 6's target: <= 1.5 at 500 x 8); the CPU columns are the same in
@@ -66,12 +72,20 @@ def fake_host_key(index: int) -> str:
     return f"ssh-ed25519 {base64.b64encode(blob).decode()}"
 
 
-def fleet_config(hosts: int, numa_nodes: int, cluster: bool = True, demo: bool = False) -> dict[str, Any]:
+def fleet_config(
+    hosts: int, numa_nodes: int, cluster: bool = True, demo: bool = False, classes: bool = False
+) -> dict[str, Any]:
     """A valid stack config: `hosts` hosts with `numa_nodes` NUMA nodes of 8 CPUs each.
 
     Defaults everywhere else (systemCpus: the lowest CPU of each node; one kubelet per node),
     the production shape: an SSH key and, with `cluster`, an API server and bootstrap token.
+    With `classes` the NUMA nodes are one host class's and each host is its name, address,
+    class and hostKey (docs/fleets.md): the same hosts, plan and resources.
     """
+    numa_list = [
+        {"id": node, "cpus": f"{node * CPUS_PER_NODE}-{(node + 1) * CPUS_PER_NODE - 1}"} for node in range(numa_nodes)
+    ]
+    class_name = f"{numa_nodes}x{CPUS_PER_NODE}-cpus"
     host_list = []
     for index in range(hosts):
         host_list.append(
@@ -81,13 +95,12 @@ def fleet_config(hosts: int, numa_nodes: int, cluster: bool = True, demo: bool =
                 if index % 256 != 255
                 else f"node-{index:04d}.fleet.example.internal",
                 "hostKey": fake_host_key(index),
-                "numaNodes": [
-                    {"id": node, "cpus": f"{node * CPUS_PER_NODE}-{(node + 1) * CPUS_PER_NODE - 1}"}
-                    for node in range(numa_nodes)
-                ],
+                **({"class": class_name} if classes else {"numaNodes": numa_list}),
             }
         )
     config: dict[str, Any] = {"hosts": host_list, "sshPrivateKey": FAKE_PRIVATE_KEY}
+    if classes:
+        config["hostClasses"] = {class_name: {"numaNodes": numa_list}}
     if cluster:
         config["cluster"] = {"server": "https://192.0.2.1:6443", "caCert": FAKE_CA, "dns": "10.96.0.10"}
         config["bootstrapToken"] = FAKE_TOKEN
@@ -193,6 +206,71 @@ def _evaluate(stack_config: dict[str, Any], program, profile: str | None = None,
     return seconds, cpu_seconds, clock, serialization, mocks, monitor
 
 
+def start_tracemalloc(frames: int) -> None:
+    import tracemalloc
+
+    tracemalloc.start(frames)
+
+
+def memory_report(title: str, monitor: Any = None, top: int = 25) -> str:
+    """What holds the memory now: tracemalloc's snapshot grouped by file, line and traceback
+    (the allocations made since start_tracemalloc), and the live objects the cyclic GC tracks,
+    counted by type with their shallow sizes (sys.getsizeof: a str's bytes, a dict's table)."""
+    import collections
+    import tracemalloc
+
+    current, peak = tracemalloc.get_traced_memory()
+    snapshot = tracemalloc.take_snapshot().filter_traces(
+        (tracemalloc.Filter(False, tracemalloc.__file__), tracemalloc.Filter(False, "<frozen importlib._bootstrap*>"))
+    )
+    tracemalloc.stop()
+    mib = 1024 * 1024
+    out = [
+        f"# {title}",
+        f"tracemalloc: {current / mib:,.1f} MiB traced now, {peak / mib:,.1f} MiB at its peak; "
+        f"peak RSS {_peak_rss_mib():,.0f} MiB",
+    ]
+    if monitor is not None:
+        # The bench's mock engine (tests/program/harness.py) keeps every RegisterResource request: protobuf
+        # messages in upb's own memory, which tracemalloc does not see; their serialized size is a floor.
+        requests = sum(request.ByteSize() for request in monitor.requests.values())
+        objects = sum(
+            getattr(request, "object" if "object" in request.DESCRIPTOR.fields_by_name else "properties").ByteSize()
+            for request in monitor.requests.values()
+        )
+        out.append(
+            f"the harness's {len(monitor.requests):,} recorded requests (untraced, upb): {requests / mib:,.1f} MiB "
+            f"serialized, of which the resources' inputs {objects / mib:,.1f} MiB"
+        )
+    total = sum(stat.size for stat in snapshot.statistics("filename"))
+    prefix = str(PROJECT_DIR) + os.sep
+    for key in ("filename", "lineno"):
+        out.append(f"\n## top {top} by {key} (of {total / mib:,.1f} MiB)")
+        for stat in snapshot.statistics(key)[:top]:
+            frame = stat.traceback[0]
+            where = frame.filename.replace(prefix, "").split("site-packages/")[-1]
+            where += f":{frame.lineno}" if key == "lineno" else ""
+            out.append(f"{stat.size / mib:9.1f} MiB {100 * stat.size / total:5.1f} % {stat.count:>10,} blocks  {where}")
+    out.append("\n## top 10 by traceback (innermost last)")
+    for stat in snapshot.statistics("traceback")[:10]:
+        out.append(f"{stat.size / mib:9.1f} MiB {100 * stat.size / total:5.1f} % {stat.count:>10,} blocks")
+        for frame in stat.traceback:
+            out.append(f"      {frame.filename.replace(prefix, '').split('site-packages/')[-1]}:{frame.lineno}")
+    del snapshot
+    gc.unfreeze()  # the program froze its objects (components/heap.py): gc.get_objects() omits frozen ones
+    counts: collections.Counter[str] = collections.Counter()
+    sizes: collections.Counter[str] = collections.Counter()
+    for obj in gc.get_objects():
+        name = f"{type(obj).__module__}.{type(obj).__qualname__}"
+        counts[name] += 1
+        sizes[name] += sys.getsizeof(obj)
+    out.append(f"\n## live objects tracked by the GC: top {top} types by shallow size")
+    for name, size in sizes.most_common(top):
+        out.append(f"{size / mib:9.1f} MiB {counts[name]:>10,}  {name}")
+    out.append("(str, bytes and numbers are not tracked by the GC: they are in tracemalloc's figures above)")
+    return "\n".join(out) + "\n"
+
+
 def _tree(mocks, monitor) -> list[dict[str, Any]]:
     """Every registered resource in registration order: type, name, parent (type, name)."""
     parents = {}
@@ -278,17 +356,23 @@ def child(args: argparse.Namespace) -> None:
     # pulumi_kubernetes loads its API groups on first use: load the ones the program uses.
     _ = pulumi_kubernetes.core.v1.Pod, pulumi_kubernetes.meta.v1.ObjectMetaArgs, pulumi_kubernetes.rbac.v1.Role
 
-    stack_config = fleet_config(args.hosts_n, args.numa_n, cluster=not args.no_cluster, demo=args.demo)
+    stack_config = fleet_config(
+        args.hosts_n, args.numa_n, cluster=not args.no_cluster, demo=args.demo, classes=args.classes
+    )
     result: dict[str, Any] = {"hosts": args.hosts_n, "numa": args.numa_n, "kind": args.child}
     if args.no_gc:
         gc.disable()
     # Without a live cluster the demo's verdict fails an update; a preview only reports it.
     preview = args.preview or args.demo
+    if args.memory_out:
+        start_tracemalloc(args.tracemalloc_frames)
     if args.child == "program":
         main = str(PROJECT_DIR / "__main__.py")
         seconds, cpu_seconds, clock, serialization, mocks, monitor = _evaluate(
             stack_config, lambda: runpy.run_path(main, run_name="__main__"), args.profile_out, preview
         )
+        if args.memory_out:  # the heap as the run left it, before anything below allocates more
+            Path(args.memory_out).write_text(memory_report(f"program {args.hosts_n} x {args.numa_n}", monitor))
         tree = _tree(mocks, monitor)
         Path(args.tree).write_text(json.dumps(tree))
         result["core_seconds"] = _core_seconds(stack_config)
@@ -297,6 +381,8 @@ def child(args: argparse.Namespace) -> None:
         seconds, cpu_seconds, clock, serialization, mocks, monitor = _evaluate(
             stack_config, _baseline_program(tree), args.profile_out, preview
         )
+        if args.memory_out:
+            Path(args.memory_out).write_text(memory_report(f"baseline {args.hosts_n} x {args.numa_n}", monitor))
     result["seconds"] = seconds
     result["cpu_seconds"] = cpu_seconds
     result["gc_seconds"] = clock.seconds
@@ -328,15 +414,20 @@ def _run_child(kind: str, hosts: int, numa: int, tree: Path, args: argparse.Name
     ]
     if args.no_cluster:
         command.append("--no-cluster")
-    for flag in ("demo", "preview", "no_gc"):
+    for flag in ("demo", "preview", "no_gc", "classes"):
         if getattr(args, flag):
             command.append("--" + flag.replace("_", "-"))
     if profile:
         command += ["--profile-out", profile]
+    if args.tracemalloc in (kind, "both"):
+        memory = Path(args.profile_dir).resolve() / f"{kind}-{hosts}x{numa}.memory.txt"
+        command += ["--memory-out", str(memory), "--tracemalloc-frames", str(args.tracemalloc_frames)]
     completed = subprocess.run(command, capture_output=True, text=True, cwd=PROJECT_DIR)
     if completed.returncode != 0:
         sys.stderr.write(completed.stderr)
         raise SystemExit(f"benchmark case {kind} {hosts}x{numa} failed (exit {completed.returncode})")
+    if args.tracemalloc in (kind, "both"):
+        sys.stderr.write(memory.read_text())
     return json.loads(completed.stdout.strip().splitlines()[-1])
 
 
@@ -419,22 +510,33 @@ def main(argv: list[str] | None = None) -> int:
         "--demo", action="store_true", help="enable the demo pods (needs the cluster; implies --preview)"
     )
     parser.add_argument("--preview", action="store_true", help="evaluate as `pulumi preview` does (default: as `up`)")
+    parser.add_argument(
+        "--classes", action="store_true", help="write the hosts with one host class (name, address, class, hostKey)"
+    )
     parser.add_argument("--no-gc", action="store_true", help="disable Python's cyclic GC in both programs")
     parser.add_argument(
         "--profile", choices=("program", "baseline", "both"), help="write cProfile stats per case (read with pstats)"
     )
     parser.add_argument("--profile-dir", default=".", help="where --profile writes <kind>-<hosts>x<numa>.pstats")
+    parser.add_argument(
+        "--tracemalloc",
+        choices=("program", "baseline", "both"),
+        help="what holds the memory at the end of the run (tracemalloc, gc.get_objects): printed to stderr and "
+        "written to <profile-dir>/<kind>-<hosts>x<numa>.memory.txt; slows the run",
+    )
+    parser.add_argument("--tracemalloc-frames", type=int, default=12, help="frames kept per allocation")
     # Internal: one measurement in this subprocess.
     parser.add_argument("--child", choices=("program", "baseline"), help=argparse.SUPPRESS)
     parser.add_argument("--hosts-n", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--numa-n", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--tree", help=argparse.SUPPRESS)
     parser.add_argument("--profile-out", help=argparse.SUPPRESS)
+    parser.add_argument("--memory-out", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         child(args)
         return 0
-    if args.profile:
+    if args.profile or args.tracemalloc:
         Path(args.profile_dir).mkdir(parents=True, exist_ok=True)
 
     started = time.perf_counter()
