@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from .tools import guest_stalls
+from .tools import guest_panic, guest_stalls
 
 # The lines as the kernel prints them (kernel/watchdog.c, kernel/rcu/tree_stall.h), amid a boot.
 CONSOLE = """\
@@ -32,3 +32,27 @@ def test_a_healthy_console_or_none_has_no_stall(tmp_path: Path) -> None:
     log.write_text(CONSOLE.split("[  371")[0])
     assert guest_stalls(log) == []
     assert guest_stalls(tmp_path / "absent.log") == []
+
+
+# A boot of trixie's kernel under multi-threaded TCG (2026-12-06, a CI-like run), as it ended.
+PANICKED_BOOT = """\
+[    6.951520] sched_clock: Marking stable (6908918225, 41861828)->(9796295184, -2845515131)
+[    6.966950] Oops: int3: 0000 [#1] PREEMPT SMP NOPTI
+[    6.967691] CPU: 5 UID: 0 PID: 0 Comm: swapper/5 Not tainted 6.12.118+deb13-cloud-amd64 #1  Debian 6.12.118-1
+[    6.972359] RIP: 0010:sched_clock_idle_wakeup_event+0x5/0x40
+[    6.990058] Kernel panic - not syncing: Fatal exception in interrupt
+[    7.970682] Shutting down cpus with NMI
+"""
+
+
+def test_a_panicked_kernel_is_named_and_its_oops_quoted(tmp_path: Path) -> None:
+    log = tmp_path / "serial.log"
+    log.write_text(PANICKED_BOOT)
+    assert guest_panic(log) == "[    6.990058] Kernel panic - not syncing: Fatal exception in interrupt"
+    assert guest_stalls(log) == [
+        "[    6.966950] Oops: int3: 0000 [#1] PREEMPT SMP NOPTI",
+        "[    6.990058] Kernel panic - not syncing: Fatal exception in interrupt",
+    ]
+    log.write_text(CONSOLE)
+    assert guest_panic(log) is None
+    assert guest_panic(tmp_path / "absent.log") is None

@@ -60,15 +60,25 @@ def run_logged(argv: Sequence[str], log_path: Path, **kwargs) -> None:
         )
 
 
-# What a guest kernel prints when its CPUs stop making progress (a soft lockup, an RCU stall):
-# then SSH fails for the guest's reason, not the test's, and the failure should say so.
-_STALL_LINE = re.compile(r"watchdog: BUG: soft lockup|rcu_\w+ detected stalls")
+# What a guest kernel prints when its CPUs stop making progress (a soft lockup, an RCU stall) or
+# when it dies (an Oops, a panic): then SSH fails for the guest's reason, not the test's, and the
+# failure should say so.
+_STALL_LINE = re.compile(r"watchdog: BUG: soft lockup|rcu_\w+ detected stalls|\] Oops: |Kernel panic - not syncing")
+_PANIC_LINE = re.compile(r"Kernel panic - not syncing")
+
+
+def _console_lines(serial_log: Path) -> list[str]:
+    try:
+        return serial_log.read_text(errors="replace").splitlines()
+    except FileNotFoundError:
+        return []
 
 
 def guest_stalls(serial_log: Path, limit: int = 6) -> list[str]:
-    """The guest kernel's stall reports in its serial console log, the first `limit` of them."""
-    try:
-        text = serial_log.read_text(errors="replace")
-    except FileNotFoundError:
-        return []
-    return [line.strip() for line in text.splitlines() if _STALL_LINE.search(line)][:limit]
+    """The guest kernel's stall and crash reports in its serial console log, the first `limit`."""
+    return [line.strip() for line in _console_lines(serial_log) if _STALL_LINE.search(line)][:limit]
+
+
+def guest_panic(serial_log: Path) -> str | None:
+    """The guest kernel's panic line, if it panicked (it then stays halted, and qemu runs on)."""
+    return next((line.strip() for line in _console_lines(serial_log) if _PANIC_LINE.search(line)), None)
