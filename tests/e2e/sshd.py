@@ -1,15 +1,19 @@
 """A real OpenSSH server on loopback for the tests: Debian's sshd with its own configuration, host
 key and authorized keys, serving an unprivileged user (tests/e2e/test_command_plugin.py,
-tests/e2e/test_discover.py)."""
+tests/e2e/test_discover.py, tests/e2e/test_error_messages.py)."""
 
 from __future__ import annotations
 
 import os
 import pwd
+import shutil
 import socket
 import subprocess
+import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 SSHD = Path("/usr/sbin/sshd")
@@ -43,6 +47,35 @@ def generate_key(path: Path) -> str:
     """An ed25519 key pair at path (and path.pub); returns the public key."""
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", path.name, "-f", str(path)], check=True)
     return path.with_suffix(".pub").read_text().strip()
+
+
+@dataclass(frozen=True)
+class SshdDirectory:
+    """A server's directory: its `host_key`, the client's `client_key` and `authorized_keys`."""
+
+    path: Path
+    host_key: str  # "ssh-ed25519 AAAA...", without the comment
+    client_key: Path
+
+
+@contextmanager
+def sshd_directory(prefix: str) -> Iterator[SshdDirectory]:
+    """A fresh server directory with its keys, removed afterwards. Outside pytest's tmp (0700 for
+    root), readable by all: the login user reads the keys and what a test puts beside them."""
+    assert SSHD.is_file(), f"{SSHD} is missing: install Debian's openssh-server"
+    login_user()
+    if os.geteuid() == 0:
+        os.makedirs("/run/sshd", mode=0o755, exist_ok=True)  # sshd's privilege separation directory
+    directory = Path(tempfile.mkdtemp(prefix=prefix))
+    directory.chmod(0o755)
+    try:
+        host_key = generate_key(directory / "host_key")
+        client_key = generate_key(directory / "client_key")
+        (directory / "authorized_keys").write_text(client_key + "\n")
+        (directory / "authorized_keys").chmod(0o644)
+        yield SshdDirectory(directory, " ".join(host_key.split()[:2]), directory / "client_key")
+    finally:
+        shutil.rmtree(directory)
 
 
 def start_sshd(

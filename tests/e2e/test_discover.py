@@ -10,11 +10,8 @@ plan (review.plan_from_stack, as `pulumi preview` reads the stack file).
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +21,7 @@ import pytest
 import yaml
 
 from numa_kubelets.review import plan_from_stack
-from tests.e2e.sshd import SSHD, free_port, generate_key, login_user, start_sshd
+from tests.e2e.sshd import free_port, login_user, sshd_directory, start_sshd
 
 REPO = Path(__file__).resolve().parents[2]
 ADDRESSES = ("127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4")
@@ -59,31 +56,18 @@ def fake_sysfs(root: Path) -> None:
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[Server]:
-    assert SSHD.is_file(), f"{SSHD} is missing: install Debian's openssh-server"
-    user = login_user()
-    if os.geteuid() == 0:
-        os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
-    # Outside pytest's tmp (0700 for root): the login user reads the keys and the fake sysfs.
-    directory = Path(tempfile.mkdtemp(prefix="numa-kubelets-discover-sshd-"))
-    directory.chmod(0o755)
-    try:
-        host_key = generate_key(directory / "host_key")
-        client_key = generate_key(directory / "client_key")
-        (directory / "authorized_keys").write_text(client_key + "\n")
-        (directory / "authorized_keys").chmod(0o644)
-        fake_sysfs(directory / "sysfs")
+    with sshd_directory("numa-kubelets-discover-sshd-") as directory:
+        fake_sysfs(directory.path / "sysfs")
         emulation = [
             f"Match LocalAddress {EMULATED}",
-            f"    ForceCommand sed 's|/sys/devices/system|{directory / 'sysfs'}|g' | sh -s",
+            f"    ForceCommand sed 's|/sys/devices/system|{directory.path / 'sysfs'}|g' | sh -s",
         ]
-        process, port = start_sshd(directory, "discover", (), ADDRESSES, emulation)
+        process, port = start_sshd(directory.path, "discover", (), ADDRESSES, emulation)
         try:
-            yield Server(user.pw_name, port, directory / "client_key", " ".join(host_key.split()[:2]))
+            yield Server(login_user().pw_name, port, directory.client_key, directory.host_key)
         finally:
             process.terminate()
             process.wait(timeout=10)
-    finally:
-        shutil.rmtree(directory)
 
 
 def discover(*arguments: str) -> subprocess.CompletedProcess[str]:

@@ -25,10 +25,8 @@ The stack's user is not root, so the program sends `sudo -n /bin/sh -s`: the log
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -44,7 +42,7 @@ from numa_kubelets.cpulist import CpuSet
 from numa_kubelets.plan import build_plan
 from numa_kubelets.scripts import preflight_scripts
 from tests import realtools
-from tests.e2e.sshd import SSHD, generate_key, login_user, start_sshd
+from tests.e2e.sshd import generate_key, login_user, sshd_directory, start_sshd
 from tests.e2e.test_engine_findings import (  # noqa: F401  (engine_env, project: fixtures)
     PREFLIGHT,
     PROJECT,
@@ -105,37 +103,25 @@ STAND_IN_SUDO = (
 
 @pytest.fixture(scope="module")
 def sshd() -> Iterator[Sshd]:
-    assert SSHD.is_file(), f"{SSHD} is missing: install Debian's openssh-server"
-    user = login_user()
-    if os.geteuid() == 0:
-        os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
-    # Outside pytest's tmp (0700 for root): the login user runs the stand-in sudo from here.
-    directory = Path(tempfile.mkdtemp(prefix="numa-kubelets-errors-sshd-"))
-    directory.chmod(0o755)
-    try:
-        host_key = generate_key(directory / "host_key")
-        other_key = generate_key(directory / "other_host_key")
-        client_key = generate_key(directory / "client_key")
-        (directory / "authorized_keys").write_text(client_key + "\n")
-        (directory / "authorized_keys").chmod(0o644)
-        bin_dir = directory / "bin"
+    with sshd_directory("numa-kubelets-errors-sshd-") as directory:
+        other_key = generate_key(directory.path / "other_host_key")
+        # The login user runs the stand-in sudo from here.
+        bin_dir = directory.path / "bin"
         bin_dir.mkdir(mode=0o755)
         (bin_dir / "sudo").write_text(STAND_IN_SUDO)
         (bin_dir / "sudo").chmod(0o755)
-        process, port = start_sshd(directory, "errors", (), extra_lines=[f"SetEnv PATH={bin_dir}:/usr/bin:/bin"])
+        process, port = start_sshd(directory.path, "errors", (), extra_lines=[f"SetEnv PATH={bin_dir}:/usr/bin:/bin"])
         try:
             yield Sshd(
-                user.pw_name,
+                login_user().pw_name,
                 port,
-                directory / "client_key",
-                " ".join(host_key.split()[:2]),
+                directory.client_key,
+                directory.host_key,
                 " ".join(other_key.split()[:2]),
             )
         finally:
             process.terminate()
             process.wait(timeout=10)
-    finally:
-        shutil.rmtree(directory)
 
 
 def this_machine() -> list[dict[str, Any]]:
