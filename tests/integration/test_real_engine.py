@@ -34,7 +34,7 @@ from tests.integration.test_network_namespaces import snapshot
 from tests.integration.test_real_cluster import running_container_id  # (the same demo namespace)
 from tests.polling import Polling
 from tests.realcluster.controlplane import ControlPlane
-from tests.realengine.demo import NAMESPACE, DemoStack, demo_stack_config, parent_interface, plan_of
+from tests.realengine.demo import NAMESPACE, DemoStack, demo_stack_config, dev_stack_config, parent_interface, plan_of
 from tests.realengine.engine import UpdateFailed
 from tests.realengine.relay import SshRelay
 from tests.timings import TIMINGS
@@ -136,6 +136,15 @@ def secrets_of(deployed) -> dict[str, str]:
 def assert_no_secret(deployed, text: str, where: str) -> None:
     for what, value in secrets_of(deployed).items():
         assert value not in text, f"the {what} is in {where}"
+
+
+def test_the_stacks_host_is_what_discover_read_from_the_machine(deployed):
+    """The stack's host entry is discover's output for the booted machine (issue 44): the key its
+    image made and the origin machine's topology; every later scenario applies that stack as is."""
+    [entry] = deployed["config"]["hosts"]
+    [declared] = dev_stack_config()["hosts"]
+    assert entry["hostKey"] == " ".join(deployed["host"].host_key.split()[:2])
+    assert (entry["numaNodes"], entry["systemCpus"]) == (declared["numaNodes"], declared["systemCpus"])
 
 
 def test_a_fresh_stacks_preview_names_every_host_resource_and_shows_no_secret(deployed):

@@ -27,6 +27,7 @@ import json
 import secrets
 import shlex
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -75,8 +76,37 @@ def parent_interface(host: TestHost) -> str:
     return host.run("ip -o -4 addr show scope global | awk '{ print $2; exit }'").stdout.strip()
 
 
+def discovered(host: TestHost) -> dict[str, Any]:
+    """What `python -m numa_kubelets.discover` prints for the booted host, as a user adding it
+    would run it: its `numaNodes`, `systemCpus` and the `hostKey` it answered with."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "numa_kubelets.discover",
+            "-i",
+            str(host.key_path),
+            "-p",
+            str(host.port),
+            host.user + "@" + host.address,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise TestHostError(f"discover of the machine failed ({result.returncode}): {result.stderr}")
+    entry: dict[str, Any] = yaml.safe_load(result.stdout)
+    return entry
+
+
 def demo_stack_config(host: TestHost, parent: str, plane: ControlPlane) -> dict[str, Any]:
-    """The dev stack on this machine's origin machine, in namespace mode, joined to `plane`, demo on."""
+    """The dev stack on this machine's origin machine, in namespace mode, joined to `plane`, demo on.
+
+    The host's topology and key are the ones discover reads from it (a stack written from
+    discover's output applies unchanged: the real-engine tier checks them against the image)."""
     config = dev_stack_config()
     config["sshPrivateKeyPath"] = str(host.key_path)
     config["containerd"] = {"sandboxImage": PAUSE_IMAGE}  # imported into each instance (agent.py)
@@ -86,7 +116,7 @@ def demo_stack_config(host: TestHost, parent: str, plane: ControlPlane) -> dict[
     entry.update(
         address=host.address,
         sshPort=host.port,
-        hostKey=host.host_key,
+        **discovered(host),
         network={"mode": "namespace", "parent": parent, "gateway": GATEWAY},
     )
     # Pulumi.dev.yaml cannot know the booted host's key (made with its image); the demo pins it.
