@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,6 +23,7 @@ from numa_kubelets.devices import (
     generic_plugin_instances,
 )
 from numa_kubelets.plan import Plan, build_plan
+from numa_kubelets.scripts import pci_device_checks, preflight_scripts
 from tests.unit.builders import HOST_KEY, origin_config, origin_host
 
 
@@ -304,3 +307,65 @@ def test_an_adopted_device_is_offered_by_its_first_adopter_only(host):
     for address, owner in devices.owners(inventory, kubelets).items():
         holders = [i for i, resources in enumerate(result) if any(address in r.addresses for r in resources)]
         assert holders in ([], [owner])
+
+
+# ------------------------------------------------------------------ the preflight's device checks
+
+
+def run_device_checks(plan: Plan, sysfs: Path) -> list[str]:
+    """The preflight's device steps against a fake /sys/bus/pci/devices: the findings, one a line."""
+    steps = "".join(pci_device_checks(plan.hosts[0])).replace("/sys/bus/pci/devices/", f"{sysfs}/")
+    script = 'problems=\nfail() { problems="$problems\n$*"; }\n' + steps + 'printf "%s" "$problems"\n'
+    result = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True)
+    return result.stdout.strip().splitlines()
+
+
+def fake_device(sysfs: Path, address: str, numa_node: int, pci_class: str, vendor: str, device: str, driver: str):
+    directory = sysfs / address
+    directory.mkdir(parents=True)
+    for name, value in (("numa_node", numa_node), ("class", pci_class), ("vendor", vendor), ("device", device)):
+        (directory / name).write_text(f"{value}\n")
+    (directory / "driver").symlink_to(f"../../../bus/pci/drivers/{driver}")
+
+
+def test_the_preflight_finds_every_device_as_declared(tmp_path):
+    plan = plan_of(origin_config(hosts=[device_host()], devices=[NVME]))
+    for d in plan.hosts[0].pci_devices:
+        node = -1 if d.numa_node is None else d.numa_node
+        fake_device(tmp_path, d.address, node, d.pci_class, d.vendor, d.device, d.driver or "none")
+    assert run_device_checks(plan, tmp_path) == []
+
+
+def test_the_preflight_names_host_device_numa_node_and_kubelet_of_each_finding(tmp_path):
+    plan = plan_of(origin_config(hosts=[device_host()], devices=[NVME]))
+    for d in plan.hosts[0].pci_devices:
+        node = -1 if d.numa_node is None else d.numa_node
+        if d.address == "0000:41:00.0":
+            node = 0  # moved to another slot
+        if d.address != "0000:42:00.0":  # removed
+            fake_device(tmp_path, d.address, node, d.pci_class, d.vendor, d.device, d.driver or "none")
+    assert run_device_checks(plan, tmp_path) == [
+        "PCI device 0000:41:00.0 of host numa-a (NUMA node 1, for kubelet numa-a-numa1) is on NUMA node 0, the "
+        "configuration declares 1",
+        "PCI device 0000:42:00.0 of host numa-a (NUMA node 1, for kubelet numa-a-numa1) is missing (run discover)",
+    ]
+
+
+def test_the_preflight_checks_class_ids_and_driver(tmp_path):
+    plan = plan_of(origin_config(hosts=[origin_host(pciDevices=[nvme("0000:00:05.0")])]))
+    fake_device(tmp_path, "0000:00:05.0", -1, "0x010800", "0x8086", "0x0a54", "vfio-pci")
+    assert run_device_checks(plan, tmp_path) == [
+        f"PCI device 0000:00:05.0 of host numa-a (no NUMA affinity, offered by no kubelet) {finding}"
+        for finding in (
+            "is of class 0x010800, the configuration declares 0x010802",
+            "has vendor 0x8086, the configuration declares 0x1b36",
+            "has device id 0x0a54, the configuration declares 0x0010",
+            "is bound to driver vfio-pci, the configuration declares nvme",
+        )
+    ]
+
+
+def test_a_host_without_devices_keeps_its_preflight():
+    plan = plan_of(origin_config())
+    assert pci_device_checks(plan.hosts[0]) == []
+    assert "check_pci" not in (preflight_scripts(plan.hosts[0], plan).stdin or "")
