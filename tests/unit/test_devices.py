@@ -22,7 +22,9 @@ from numa_kubelets.devices import (
     assign,
     generic_plugin_instances,
 )
+from numa_kubelets.picture import host_picture
 from numa_kubelets.plan import Plan, build_plan
+from numa_kubelets.review import summary
 from numa_kubelets.scripts import pci_device_checks, preflight_scripts
 from tests.unit.builders import HOST_KEY, origin_config, origin_host
 
@@ -369,3 +371,12 @@ def test_a_host_without_devices_keeps_its_preflight():
     plan = plan_of(origin_config())
     assert pci_device_checks(plan.hosts[0]) == []
     assert "check_pci" not in (preflight_scripts(plan.hosts[0], plan).stdin or "")
+
+
+def test_the_pull_request_plan_shows_each_nodes_devices():
+    plan = plan_of(origin_config(hosts=[device_host()], devices=[NVME]))
+    text = summary(plan)
+    assert "| numa-a | numa-a-numa1 | example.com/nvme | generic | 0000:41:00.0, 0000:42:00.0 |" in text
+    assert "example.com/nvme: 0000:41:00.0, 0000:42:00.0" in host_picture(plan.hosts[0])
+    assert "PCI devices: 9 declared, 3 offered, each by its NUMA node's Node" in host_picture(plan.hosts[0])
+    assert "## Devices" not in summary(plan_of(origin_config()))
