@@ -25,6 +25,7 @@ from numa_kubelets.devices import (
 from numa_kubelets.picture import host_picture
 from numa_kubelets.plan import Plan, build_plan
 from numa_kubelets.review import summary
+from numa_kubelets.revision import restart_revision
 from numa_kubelets.scripts import pci_device_checks, preflight_scripts
 from tests.unit.builders import HOST_KEY, origin_config, origin_host
 
@@ -380,3 +381,13 @@ def test_the_pull_request_plan_shows_each_nodes_devices():
     assert "example.com/nvme: 0000:41:00.0, 0000:42:00.0" in host_picture(plan.hosts[0])
     assert "PCI devices: 9 declared, 3 offered, each by its NUMA node's Node" in host_picture(plan.hosts[0])
     assert "## Devices" not in summary(plan_of(origin_config()))
+
+
+def test_changing_a_nodes_devices_restarts_no_kubelet():
+    """Issue 43 item 5: a Node's device set is its plugin's configuration, not the kubelet's files."""
+    before = plan_of(origin_config(hosts=[device_host()], devices=[NVME]))
+    after = plan_of(origin_config(hosts=[device_host()], devices=[GPUS]))
+    assert [k.devices for k in before.kubelets] != [k.devices for k in after.kubelets]
+    assert [restart_revision(k, before) for k in before.kubelets] == [
+        restart_revision(k, after) for k in after.kubelets
+    ]
