@@ -10,7 +10,7 @@ from components.host import NumaHost, NumaHostArgs
 from components.kubernetes import kubernetes_provider
 from components.rollout import REVISIONS_OUTPUT, Rollout
 from components.stack_config import read_stack, secret_or_none, ssh_private_key
-from numa_kubelets.outputs import hosts_output
+from numa_kubelets.outputs import device_plugin_configs_output, hosts_output
 from numa_kubelets.placement import demo_pods
 
 engine_stop.end_quietly_when_the_engine_stops()  # the engine's SIGINT: no traceback (the engine says why)
@@ -59,6 +59,10 @@ pulumi.export(
 
 hugepages = {kubelet.node_name: {"hugepages": kubelet.hugepages} for host in hosts for kubelet in host.kubelets}
 pulumi.export("hosts", hosts_output(plan, hugepages))
+# Only when some host has sriov or nvidia resources: other stacks' outputs stay as they were.
+device_plugin_configs = device_plugin_configs_output(plan)
+if device_plugin_configs:
+    pulumi.export("devicePluginConfigs", device_plugin_configs)
 
 if plan.demo_enabled and provider is not None:
     demos = demo_placements(

@@ -76,6 +76,9 @@ IPv4Address = Annotated[StrictStr, AfterValidator(v.check_ipv4_address)]
 IPv4Cidr = Annotated[StrictStr, AfterValidator(v.check_ipv4_interface)]
 Duration = Annotated[StrictStr, AfterValidator(v.check_duration)]
 MaxUnavailable = Annotated[int | str, BeforeValidator(_check_max_unavailable)]
+PciAddress = Annotated[StrictStr, AfterValidator(v.check_pci_address)]
+PciId = Annotated[StrictStr, AfterValidator(v.check_pci_id)]
+DriverName = Annotated[StrictStr, AfterValidator(v.check_driver_name)]
 
 
 class StrictModel(BaseModel):
@@ -87,6 +90,70 @@ class StrictModel(BaseModel):
     )
 
 
+class PciDeviceSpec(StrictModel):
+    """One PCI device of a host's inventory, as sysfs shows it (`python -m numa_kubelets.discover` prints them)."""
+
+    address: PciAddress = Field(
+        description="The device's PCI address as sysfs writes it (`0000:41:00.0`, lowercase hex); unique per host."
+    )
+    pci_class: Annotated[StrictStr, AfterValidator(v.check_pci_class)] = Field(
+        alias="class", description="Its PCI class, sysfs' `class` (`0x010802`: an NVMe controller)."
+    )
+    vendor: PciId = Field(description="Its vendor id, sysfs' `vendor` (`0x10de`: NVIDIA).")
+    device: PciId = Field(description="Its device id, sysfs' `device`.")
+    driver: DriverName | None = Field(
+        default=None,
+        description="The kernel driver bound to it (the basename of sysfs' `driver` link: `nvme`, `vfio-pci`); "
+        "checked when given. Unset: not checked (an unbound device has none).",
+    )
+
+
+class DeviceSelectSpec(StrictModel):
+    """devices[].select: which of the host's PCI devices a resource takes; every key given must match."""
+
+    pci_class: Annotated[StrictStr, AfterValidator(v.check_pci_class_prefix)] | None = Field(
+        default=None,
+        alias="class",
+        description="The PCI class or its leading part (`0x01` mass storage, `0x0108` NVMe, `0x0302` 3D controller).",
+    )
+    vendor: PciId | None = Field(default=None, description="The vendor id (`0x10de`).")
+    device: PciId | None = Field(default=None, description="The device id.")
+    driver: DriverName | None = Field(default=None, description="The driver declared for the device.")
+    addresses: list[PciAddress] | None = Field(
+        default=None,
+        min_length=1,
+        description="PCI addresses of the host's inventory. At kubelet level, a device of another NUMA node needs "
+        "the kubelet's `adoptDevices` too.",
+    )
+
+
+class DeviceResourceSpec(StrictModel):
+    """An extended resource that Nodes advertise for some of their host's PCI devices ([Devices](../devices.md))."""
+
+    resource: Annotated[StrictStr, AfterValidator(v.check_extended_resource_name)] = Field(
+        description="The extended resource, `<domain>/<name>` (`example.com/nvme`, `nvidia.com/gpu`): a "
+        "Kubernetes qualified name outside `kubernetes.io/`, as the kubelet accepts a device plugin's resource."
+    )
+    plugin: Literal["generic", "sriov", "nvidia"] = Field(
+        default="generic",
+        description="Who advertises it: `generic`, the generic device plugin the stack runs for each kubelet; "
+        "`sriov`, the SR-IOV network device plugin, whose per-Node configuration the stack renders; `nvidia`, "
+        "NVIDIA's device plugin, whose per-Node `NVIDIA_VISIBLE_DEVICES` the stack renders.",
+    )
+    select: DeviceSelectSpec = Field(
+        description="Which devices it takes, at least one key; a device goes to the kubelet of its own NUMA node "
+        "(or the kubelet that adopts it)."
+    )
+    device_nodes: list[Annotated[StrictStr, AfterValidator(v.check_device_node_glob)]] | None = Field(
+        default=None,
+        alias="deviceNodes",
+        min_length=1,
+        description="`generic` only: globs of the device nodes a pod gets for each device (`/dev/nvme*`), matched "
+        "on the host among the nodes that device owns (found through sysfs, never by name). Unset: every device "
+        "node the device owns.",
+    )
+
+
 class NumaNodeSpec(StrictModel):
     id: Annotated[
         StrictInt,
@@ -95,6 +162,12 @@ class NumaNodeSpec(StrictModel):
     cpus: CpuList = Field(
         description='The node\'s CPUs in kernel cpulist syntax (`"0-3,8-11"`), `""` for a memory-only node; '
         "checked against the host at apply."
+    )
+    pci_devices: list[PciDeviceSpec] = Field(
+        default_factory=list,
+        alias="pciDevices",
+        description="The PCI devices attached to this NUMA node (sysfs `numa_node`); checked against the host at "
+        "apply. By default they go to this node's kubelet ([Devices](../devices.md)).",
     )
 
 
@@ -177,6 +250,17 @@ class KubeletSpec(StrictModel):
         alias="kubeletVersion",
         description="The version of this kubelet's binary: its `kubeletConfig` is checked against it and the "
         "preflight checks the binary is at least this. Unset: the host's `kubeletVersion`.",
+    )
+    devices: list[DeviceResourceSpec] | None = Field(
+        default=None,
+        description="The device resources this kubelet advertises; replaces the host's list whole. Unset: the "
+        "host's `devices`.",
+    )
+    adopt_devices: list[PciAddress] = Field(
+        default_factory=list,
+        alias="adoptDevices",
+        description="PCI addresses of devices of another NUMA node, or with no NUMA affinity, that this kubelet "
+        "offers instead of their own node's kubelet (remote to its CPUs: said explicitly here).",
     )
 
 
@@ -284,6 +368,17 @@ class HostClassSpec(StrictModel):
     )
     rollout: RolloutSpec = Field(
         default_factory=RolloutSpec, description="This host's rollout limits, within the stack's."
+    )
+    pci_devices: list[PciDeviceSpec] = Field(
+        default_factory=list,
+        alias="pciDevices",
+        description="PCI devices with no NUMA affinity (sysfs `numa_node` -1); no kubelet offers them unless one "
+        "adopts them (`kubelets[].adoptDevices`).",
+    )
+    devices: list[DeviceResourceSpec] | None = Field(
+        default=None,
+        description="The device resources of this host's kubelets; replaces the stack's list whole. Unset: the "
+        "stack's `devices`.",
     )
 
 
@@ -448,6 +543,11 @@ class StackConfig(StrictModel):
         default_factory=RolloutSpec,
         description="How kubelets whose change restarts them are rolled ([Rolling changes](../rolling-changes.md)).",
     )
+    devices: list[DeviceResourceSpec] = Field(
+        default_factory=list,
+        description="Device resources every kubelet advertises for its own NUMA node's PCI devices, unless its host "
+        "or itself sets `devices` ([Devices](../devices.md)).",
+    )
 
     # Where each written-out host's keys came from (load_config), so that problems found later
     # (build_plan) name the path the user wrote.
@@ -472,6 +572,7 @@ _STRUCTURED_KEYS = {
     "containerd",
     "rollout",
     "insecureSkipHostKeyCheck",  # a YAML boolean arrives as the string "true"
+    "devices",
 }
 
 
@@ -714,7 +815,7 @@ def rollout_problems(config: StackConfig) -> list[Problem]:
 
 def host_problems(host: HostClassSpec, path: str) -> list[Problem]:
     """A host's (or a class's) topology, systemCpus and kubelets; a class without numaNodes has none to check."""
-    problems: list[Problem] = []
+    problems: list[Problem] = inventory_problems(host, path)
     if host.numa_nodes is None:
         return problems
     node_cpus: dict[int, CpuSet] = {}
@@ -796,6 +897,25 @@ def host_problems(host: HostClassSpec, path: str) -> list[Problem]:
                     "set cpus explicitly or shrink systemCpus",
                 )
             )
+    return problems
+
+
+def inventory_problems(host: HostClassSpec, path: str) -> list[Problem]:
+    """A PCI address is one device: declared once per host."""
+    problems: list[Problem] = []
+    first: dict[str, str] = {}
+    places = [
+        (f"{path}.numaNodes[{n}].pciDevices[{i}]", d.address)
+        for n, node in enumerate(host.numa_nodes or [])
+        for i, d in enumerate(node.pci_devices)
+    ]
+    places += [(f"{path}.pciDevices[{i}]", d.address) for i, d in enumerate(host.pci_devices)]
+    for place, address in places:
+        if address in first:
+            problems.append(
+                Problem(f"{place}.address", f"PCI device {address} is already declared at {first[address]}")
+            )
+        first.setdefault(address, place)
     return problems
 
 

@@ -1,6 +1,6 @@
 """Reads hosts' NUMA topologies and SSH host keys, and prints them for the stack file.
 
-python -m numa_kubelets.discover                          # this machine: numaNodes, systemCpus
+python -m numa_kubelets.discover                          # this machine: numaNodes, systemCpus, pciDevices
 python -m numa_kubelets.discover root@numa-a [-p 22]      # one host: the same, and its hostKey
 python -m numa_kubelets.discover root@10.0.0.1 root@10.0.0.2:2222 ...   # a fleet: a stack file
 python -m numa_kubelets.discover -f hosts.txt [-j 16]     # a fleet, one destination a line
@@ -16,8 +16,9 @@ them), class and `hostKey`. The hosts are read in parallel (`-j`), with a progre
 stderr; a host that fails is named there with ssh's message and left out, and the exit status
 is then 1 (the others are still printed).
 
-One destination prints, as before, the keys to paste into that host's entry (`numaNodes`,
-`systemCpus`) and now its `hostKey`: adding one host to a stack is adding one entry, written
+One destination prints, as before, the keys to paste into that host's entry (`numaNodes` with
+each node's `pciDevices`, `systemCpus`, and `pciDevices` for devices without NUMA affinity; bridges
+and system peripherals left out: topology.py) and now its `hostKey`: adding one host to a stack is adding one entry, written
 out or given a class by hand, and a one-host stack file would have to be merged into the
 existing one rather than pasted. No destination reads this machine without SSH, so there is
 no connection whose key could be pinned, and no `hostKey` is printed.

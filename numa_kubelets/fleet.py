@@ -2,8 +2,8 @@
 
 Pure: the SSH connections, threads and files are discover.py's. A destination is
 `[name=][user@]host[:port]` (an IPv6 address bare, or bracketed with a port: `[2001:db8::1]:2222`).
-Hosts whose topology reads the same (the same `numaNodes` and suggested `systemCpus`) share one
-class, named after the topology (`2x8-cpus`: two NUMA nodes of 8 CPUs); the names depend only on
+Hosts whose topology reads the same (the same `numaNodes` with their PCI devices, suggested
+`systemCpus` and devices without NUMA affinity) share one class, named after the topology (`2x8-cpus`: two NUMA nodes of 8 CPUs); the names depend only on
 the set of topologies, never on the order in which the hosts answered.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from typing import Any
 import yaml
 
 from .cpulist import CpuSet
-from .topology import Topology, suggested_system_cpus
+from .topology import Topology, numa_nodes_entries, suggested_system_cpus, unaffine_entries
 from .validators import DNS_LABEL, HOST_KEY, UNIX_USER
 
 NAMESPACE = "numa-kubelets"
@@ -256,16 +257,25 @@ class HostReading:
 
 
 def class_layout(topology: Topology) -> dict[str, Any]:
-    """The keys a class of this topology sets: `numaNodes` and the suggested `systemCpus`."""
-    return {
-        "numaNodes": [{"id": node_id, "cpus": cpus.format()} for node_id, cpus in sorted(topology.nodes.items())],
+    """The keys a class of this topology sets: `numaNodes` (with their PCI devices), the suggested
+    `systemCpus` and, when there are any, the devices without NUMA affinity (`pciDevices`)."""
+    layout: dict[str, Any] = {
+        "numaNodes": numa_nodes_entries(topology),
         "systemCpus": suggested_system_cpus(topology).format(),
     }
+    unaffine = unaffine_entries(topology)
+    if unaffine:
+        layout["pciDevices"] = unaffine
+    return layout
 
 
 def _layout_key(layout: Mapping[str, Any]) -> str:
+    """Hosts share a class when CPUs and devices read the same (the devices' inventory is a class key);
+    without devices the key is the cpulists alone, as before devices were read."""
     nodes = ";".join(f"{node['id']}:{node['cpus']}" for node in layout["numaNodes"])
-    return f"{nodes}|{layout['systemCpus']}"
+    key = f"{nodes}|{layout['systemCpus']}"
+    devices = [layout.get("pciDevices", []), *(node.get("pciDevices", []) for node in layout["numaNodes"])]
+    return f"{key}|{json.dumps(devices, sort_keys=True)}" if any(devices) else key
 
 
 def class_base_name(topology: Topology) -> str:

@@ -7,7 +7,14 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from .outputs import HOST_KEYS, KUBELET_KEYS, OBSERVED_KUBELET_KEYS, STACK_OUTPUTS, hosts_output
+from .outputs import (
+    DEVICE_PLUGIN_CONFIG_KEYS,
+    HOST_KEYS,
+    KUBELET_KEYS,
+    OBSERVED_KUBELET_KEYS,
+    STACK_OUTPUTS,
+    hosts_output,
+)
 from .placement import PLACEMENT_KEYS
 from .plan import Plan
 from .reference import table_cell
@@ -46,6 +53,12 @@ def outputs_reference(example: Plan, example_name: str) -> str:
         json.dumps(example_hosts, indent=2),
         "```",
         "",
+        "## `devicePluginConfigs`",
+        "",
+        "`{<host>: {sriov?, nvidia?}}`, for the device plugins the stack does not run itself "
+        "([Devices](../devices.md#plugins-the-stack-renders-for)).",
+        "",
+        *_table("key of a host", DEVICE_PLUGIN_CONFIG_KEYS),
         "## `placement`",
         "",
         "A list with one entry per demo pod:",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .device_plugin_configs import device_plugin_configs
 from .plan import Plan
 
 # What each stack output holds: the source of docs/reference/outputs.md (output_reference.py).
@@ -18,6 +19,8 @@ STACK_OUTPUTS = {
     "kubeletRevisions": "`{<nodeName>: <restart revision>}` as the last successful update applied them; the stack "
     "reads it back to know which kubelets a change restarts ([Rolling changes](../rolling-changes.md)). A failed "
     "update leaves it as it was.",
+    "devicePluginConfigs": "Per host with `sriov` or `nvidia` device resources, each Node's own configuration for "
+    "those plugins (below); only when some host has them ([Devices](../devices.md)).",
 }
 HOST_KEYS = {
     "systemCpus": "The CPUs kept for the host's own services, as a canonical cpulist.",
@@ -34,6 +37,8 @@ KUBELET_KEYS = {
     "unit": "Its systemd unit (`kubelet@numa<N>.service`).",
     "address": "Namespace mode only: the node address with its prefix length (CIDR).",
     "netns": "Namespace mode only: its network namespace (`numa<N>`).",
+    "devices": "Only for a kubelet that offers devices: per extended resource, the PCI addresses of the devices "
+    'its Node advertises (`{"example.com/nvme": ["0000:41:00.0"]}`) ([Devices](../devices.md)).',
 }
 # Keys of a kubelet's entry read on its host rather than planned (`observed` below).
 OBSERVED_KUBELET_KEYS = {
@@ -66,9 +71,28 @@ def hosts_output(plan: Plan, observed: Mapping[str, Mapping[str, Any]] | None = 
                         if kubelet.network is not None
                         else {}
                     ),
+                    **(
+                        {"devices": {r.resource: list(r.addresses) for r in kubelet.devices}} if kubelet.devices else {}
+                    ),
                 }
                 for kubelet in host.kubelets
             },
         }
         for host in plan.hosts
     }
+
+
+# What `devicePluginConfigs` holds per host (device_plugin_configs.py renders it).
+DEVICE_PLUGIN_CONFIG_KEYS = {
+    "sriov": "`{configMap, namespace, data}`: the SR-IOV network device plugin's ConfigMap for this host, `data` "
+    "holding one `config.json` per Node name (`resourceList` pools selecting that Node's devices by "
+    "`pciAddresses`), for `--config-file=/etc/pcidp/$(NODE_NAME)`. Untested here.",
+    "nvidia": "Per Node name, `{NVIDIA_VISIBLE_DEVICES, pciAddresses}`: the GPU indexes (PCI address order among "
+    "the host's declared NVIDIA GPUs) for that Node's NVIDIA device plugin container, and their addresses to check "
+    "them against `nvidia-smi`. Untested here.",
+}
+
+
+def device_plugin_configs_output(plan: Plan) -> dict[str, Any]:
+    """Per host that has some, the device plugin configurations of its Nodes; {} for most stacks."""
+    return {host.name: configs for host in plan.hosts if (configs := device_plugin_configs(host))}

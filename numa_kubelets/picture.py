@@ -30,7 +30,16 @@ def kubelet_label(kubelet: KubeletPlan) -> str:
     ]
     if kubelet.network is not None:
         lines.append(f"network namespace {kubelet.network.netns}, address {kubelet.network.address}")
+    lines += [f"{r.resource}: {', '.join(r.addresses)}" for r in kubelet.devices]
     return "<br/>".join(lines)
+
+
+def _devices_line(host: HostPlan) -> str:
+    """What the host's PCI devices are to its Nodes: a host that declares none is as before."""
+    if not host.pci_devices:
+        return "PCI devices: not split per NUMA node, every Node sees all"
+    offered = sum(len(r.addresses) for k in host.kubelets for r in k.devices)
+    return f"PCI devices: {len(host.pci_devices)} declared, {offered} offered, each by its NUMA node's Node"
 
 
 def _numa_node_lines(host: HostPlan, node_id: int, cpus: CpuSet) -> list[str]:
@@ -58,7 +67,7 @@ def host_picture(host: HostPlan) -> str:
         f'  subgraph {_id(host.name)}["host {host.name}"]',
         f'    {_id(host.name, "services")}["system.slice, init.scope, user.slice: CPUs {host.system_cpus}, '
         f'memory nodes {host.system_mems}"]',
-        f'    {_id(host.name, "devices")}["PCI devices: not split per NUMA node, every Node sees all"]',
+        f'    {_id(host.name, "devices")}["{_devices_line(host)}"]',
     ]
     for node_id, cpus in host.numa_nodes:
         lines += _numa_node_lines(host, node_id, cpus)

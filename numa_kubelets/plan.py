@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import kubelet_config, network
+from . import devices, kubelet_config, network
 from .config import ConfigError, HostSpec, KubeletSpec, Problem, StackConfig, default_system_cpus
 from .cpulist import CpuSet
+from .devices import OfferedResource, PciDevice
 from .kubelet_config import KubeletSettings
 from .network import HostNetwork, KubeletNetwork
 from .rollout import NOT_LIMITED, RolloutPolicy, rollout_policy
@@ -195,6 +196,8 @@ class KubeletPlan:
     # Its binary and the minor its KubeletConfiguration is for: the stack's, its host's, or its own.
     kubelet_path: str = "/usr/bin/kubelet"
     kubelet_version: str = kubelet_config.DEFAULT_KUBELET_VERSION
+    # The resources it advertises with their PCI devices (devices.py); () for most kubelets.
+    devices: tuple[OfferedResource, ...] = ()
 
     @property
     def label_map(self) -> dict[str, str]:
@@ -245,6 +248,7 @@ class HostPlan:
     kubelets: tuple[KubeletPlan, ...]
     network: HostNetwork | None = None  # namespace mode only
     rollout: RolloutPolicy = NOT_LIMITED
+    pci_devices: tuple[PciDevice, ...] = ()  # the declared inventory, checked by the preflight
 
     @property
     def preflight_command(self) -> str:
@@ -320,7 +324,11 @@ def plan_host(
     host_kubelet_path = host.kubelet_path or stack.kubelet_path
     host_kubelet_version = host.kubelet_version or stack.kubelet_version
     kubelets = []
-    for index, (position, spec) in enumerate(kubelet_specs(host)):
+    specs = kubelet_specs(host)
+    offered = devices.assign(
+        devices.inventory(host), devices.host_kubelet_devices(host, host_index, stack, named_kubelet_specs(host, specs))
+    )
+    for index, (position, spec) in enumerate(specs):
         cpus = spec.cpus if spec.cpus is not None else node_cpus[spec.numa_node] - system_cpus
         layers = [
             ("kubeletConfig", stack.kubelet_config),
@@ -342,7 +350,7 @@ def plan_host(
                 host=host.name,
                 numa_node=spec.numa_node,
                 index=index,
-                node_name=spec.node_name or f"{host.name}-numa{spec.numa_node}",
+                node_name=node_name(host, spec),
                 cpus=cpus,
                 mems=CpuSet([spec.numa_node]),
                 labels=tuple(sorted(labels.items())),
@@ -358,6 +366,7 @@ def plan_host(
                 network=network.plan_kubelet_network(host_network, spec, instance),
                 kubelet_path=spec.kubelet_path or host_kubelet_path,
                 kubelet_version=kubelet_version,
+                devices=offered[index],
             )
         )
     return HostPlan(
@@ -372,7 +381,27 @@ def plan_host(
         kubelets=tuple(kubelets),
         network=host_network,
         rollout=rollout_policy(stack, stack_kubelets, host, len(kubelets)),
+        pci_devices=devices.inventory(host),
     )
+
+
+def node_name(host: HostSpec, spec: KubeletSpec) -> str:
+    return spec.node_name or f"{host.name}-numa{spec.numa_node}"
+
+
+def named_kubelet_specs(
+    host: HostSpec, specs: list[tuple[int | None, KubeletSpec]]
+) -> list[tuple[int | None, KubeletSpec, str]]:
+    return [(position, spec, node_name(host, spec)) for position, spec in specs]
+
+
+def device_problems(config: StackConfig) -> list[Problem]:
+    """The device resources as declared, and each host's assignment of its devices to its kubelets."""
+    problems = devices.declaration_problems(config)
+    for index, host in enumerate(config.hosts):
+        kubelets = devices.host_kubelet_devices(host, index, config, named_kubelet_specs(host, kubelet_specs(host)))
+        problems += devices.assignment_problems(host.name, devices.inventory(host), kubelets)
+    return problems
 
 
 def build_plan(config: StackConfig) -> Plan:
@@ -383,7 +412,7 @@ def build_plan(config: StackConfig) -> Plan:
         plan_host(host, index, config, stack_kubelets, with_network=not network_problems)
         for index, host in enumerate(config.hosts)
     )
-    problems = network_problems + fleet_problems(config, hosts)
+    problems = network_problems + fleet_problems(config, hosts) + device_problems(config)
     problems += [p for host in hosts for k in host.kubelets for p in kubelet_config.settings_problems(k.settings)]
     if problems:
         raise ConfigError(config.user_problems(problems))

@@ -48,6 +48,13 @@ _CHECKED_TYPES = {
     "check_ipv4_address": "IPv4 address",
     "check_ipv4_interface": "IPv4 address/prefix",
     "_check_max_unavailable": "count or percentage",
+    "check_pci_address": "PCI address",
+    "check_pci_class": "PCI class",
+    "check_pci_class_prefix": "PCI class or prefix",
+    "check_pci_id": "PCI id",
+    "check_driver_name": "driver name",
+    "check_device_node_glob": "device node glob",
+    "check_extended_resource_name": "extended resource name",
 }
 _PLAIN_TYPES: dict[Any, str] = {
     int: "integer",

@@ -399,9 +399,31 @@ def summary(plan: Plan) -> str:
                 f"| {kubelet.healthz_port} | {kubelet.read_only_port or 'off'} | {kubelet.node_name} "
                 f"| {kubelet.layout.slice} | {_cell(labels)} |\n"
             )
+    lines += _device_lines(plan)
     for host in sorted(plan.hosts, key=lambda h: h.name):
         lines += ["\n", f"## Partition of host {host.name}\n", "\n", host_picture_markdown(host)]
     return "".join(lines)
+
+
+def _device_lines(plan: Plan) -> list[str]:
+    """Which Node advertises which PCI devices, under which resource; nothing for a stack without."""
+    rows = [
+        f"| {host.name} | {kubelet.node_name} | {resource.resource} | {resource.plugin} "
+        f"| {_cell(', '.join(resource.addresses))} |\n"
+        for host in sorted(plan.hosts, key=lambda h: h.name)
+        for kubelet in sorted(host.kubelets, key=lambda k: k.numa_node)
+        for resource in kubelet.devices
+    ]
+    if not rows:
+        return []
+    return [
+        "\n",
+        "## Devices\n",
+        "\n",
+        "| host | node name | resource | plugin | PCI devices |\n",
+        "|---|---|---|---|---|\n",
+        *rows,
+    ]
 
 
 def render_plan(config: StackConfig, plan: Plan) -> dict[str, str]:

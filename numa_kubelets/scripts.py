@@ -201,6 +201,7 @@ def preflight_scripts(host: HostPlan, plan: Plan) -> HostScripts:
         f'fail "online CPUs are $(cat /sys/devices/system/cpu/online), the configuration declares {host.online_cpus.format()}"; fi\n'
     )
     checks.extend(network.preflight_checks(tuple(k.network for k in host.kubelets if k.network is not None)))
+    checks.extend(pci_device_checks(host))
     if plan.cluster is not None:
         checks.extend(cluster.api_server_preflight(plan.cluster))
     checks.append(
@@ -215,6 +216,47 @@ def preflight_scripts(host: HostPlan, plan: Plan) -> HostScripts:
     create = f"# numa-kubelets: preflight of host {host.name}\nset -eu\n" + "".join(checks)
     # On stdin: a failed preflight's error is its list of problems, not a copy of this script.
     return script_on_stdin(host.user, create)
+
+
+# check_pci ADDRESS NUMA_NODE CLASS VENDOR DEVICE DRIVER WHAT: one declared PCI device against
+# sysfs ("" DRIVER: not checked); WHAT names the device in each message.
+CHECK_PCI_FUNCTION = r"""check_pci() {
+  dir=/sys/bus/pci/devices/$1
+  if [ ! -e "$dir" ]; then fail "$7 is missing (run discover)"; return; fi
+  found=$(cat "$dir/numa_node" 2>/dev/null || echo unreadable)
+  if [ "$found" != "$2" ]; then fail "$7 is on NUMA node $found, the configuration declares $2"; fi
+  found=$(cat "$dir/class" 2>/dev/null || echo unreadable)
+  if [ "$found" != "$3" ]; then fail "$7 is of class $found, the configuration declares $3"; fi
+  found=$(cat "$dir/vendor" 2>/dev/null || echo unreadable)
+  if [ "$found" != "$4" ]; then fail "$7 has vendor $found, the configuration declares $4"; fi
+  found=$(cat "$dir/device" 2>/dev/null || echo unreadable)
+  if [ "$found" != "$5" ]; then fail "$7 has device id $found, the configuration declares $5"; fi
+  if [ -n "$6" ]; then
+    found=$(basename "$(readlink "$dir/driver" 2>/dev/null || echo none)")
+    if [ "$found" != "$6" ]; then fail "$7 is bound to driver $found, the configuration declares $6"; fi
+  fi
+}
+"""
+
+
+def pci_device_checks(host: HostPlan) -> list[str]:
+    """Each declared PCI device on the host as declared: present, on its NUMA node (-1: none), of
+    its class, vendor and device id, bound to its driver when one is declared; one message per
+    finding, naming the device, its NUMA node and the kubelet it is for. Nothing for a host that
+    declares no device, so such a host's preflight stays as it was."""
+    if not host.pci_devices:
+        return []
+    offered_by = {address: k.node_name for k in host.kubelets for r in k.devices for address in r.addresses}
+    steps = [CHECK_PCI_FUNCTION]
+    for device in host.pci_devices:
+        kubelet = offered_by.get(device.address)
+        what = f"PCI device {device.address} of host {host.name} ({device.numa_text}, " + (
+            f"for kubelet {kubelet})" if kubelet else "offered by no kubelet)"
+        )
+        node = "-1" if device.numa_node is None else str(device.numa_node)
+        arguments = (device.address, node, device.pci_class, device.vendor, device.device, device.driver or "", what)
+        steps.append("check_pci " + " ".join(q(argument) for argument in arguments) + "\n")
+    return steps
 
 
 def _containerd_version_check(containerd_path: str) -> str:

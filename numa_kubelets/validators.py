@@ -239,3 +239,94 @@ def check_ipv4_interface(value: str) -> str:
     if str(interface) != value:
         raise ValueError(f"{value!r} is not in canonical form (write {interface})")
     return value
+
+
+# PCI devices (the device inventory of hosts[].numaNodes[].pciDevices and hosts[].pciDevices), as
+# sysfs writes them: `/sys/bus/pci/devices/<dddd:bb:dd.f>` and its `class` (0x + 6 hex digits),
+# `vendor` and `device` files (0x + 4 hex digits), lowercase.
+PCI_ADDRESS = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-1][0-9a-f]\.[0-7]")
+PCI_CLASS = re.compile(r"0x[0-9a-f]{6}")
+PCI_CLASS_PREFIX = re.compile(r"0x(?:[0-9a-f]{2}){1,3}")
+PCI_ID = re.compile(r"0x[0-9a-f]{4}")
+# A kernel driver's name as the basename of sysfs' `driver` link (vfio-pci, nvme, mlx5_core).
+DRIVER_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
+# A glob of device nodes under /dev: no '..', nothing a shell or a YAML file would interpret
+# beyond the glob characters themselves (the host side matches them with fnmatch, never a shell).
+DEVICE_NODE_GLOB = re.compile(r"/dev(/[A-Za-z0-9._+*?\[\]-]+)+")
+# The SR-IOV network device plugin's resourceName "should not contain special characters"
+# (k8snetworkplumbingwg/sriov-network-device-plugin README, Config parameters).
+SRIOV_RESOURCE_NAME = re.compile(r"[A-Za-z0-9_]+")
+# Kubernetes' extended resources: pkg/apis/core/v1/helper/helpers.go IsExtendedResourceName.
+EXTENDED_RESOURCE_DEFAULT_NAMESPACE = "kubernetes.io/"
+QUOTA_REQUESTS_PREFIX = "requests."
+
+
+def check_pci_address(value: str) -> str:
+    if not PCI_ADDRESS.fullmatch(value):
+        raise ValueError(
+            f"{value!r} is not a PCI address as sysfs writes it: domain:bus:device.function in lowercase hex "
+            "(e.g. 0000:41:00.0)"
+        )
+    return value
+
+
+def check_pci_class(value: str) -> str:
+    if not PCI_CLASS.fullmatch(value):
+        raise ValueError(f"{value!r} is not a PCI class as sysfs writes it: 0x and 6 lowercase hex digits (0x010802)")
+    return value
+
+
+def check_pci_class_prefix(value: str) -> str:
+    if not PCI_CLASS_PREFIX.fullmatch(value):
+        raise ValueError(
+            f"{value!r} is not a PCI class or its leading part: 0x and 2, 4 or 6 lowercase hex digits "
+            "(0x01 mass storage, 0x0108 NVMe, 0x010802)"
+        )
+    return value
+
+
+def check_pci_id(value: str) -> str:
+    if not PCI_ID.fullmatch(value):
+        raise ValueError(
+            f"{value!r} is not a PCI vendor or device id as sysfs writes it: 0x and 4 lowercase hex digits"
+        )
+    return value
+
+
+def check_driver_name(value: str) -> str:
+    if not DRIVER_NAME.fullmatch(value):
+        raise ValueError(f"{value!r} is not a kernel driver name (letters, digits, '_', '.', '-')")
+    return value
+
+
+def check_device_node_glob(value: str) -> str:
+    if not DEVICE_NODE_GLOB.fullmatch(value) or "/../" in value + "/" or "/./" in value + "/":
+        raise ValueError(
+            f"{value!r} is not a glob of device nodes under /dev (letters, digits, '.', '_', '+', '-' and the glob "
+            "characters '*', '?', '[', ']' between '/')"
+        )
+    return value
+
+
+def check_extended_resource_name(value: str) -> str:
+    """As the kubelet's device manager accepts a plugin's resource (IsExtendedResourceName): a
+    `<domain>/<name>` qualified name outside the `kubernetes.io/` namespace, and one that is still
+    a qualified name with `requests.` in front (the name ResourceQuota uses for it)."""
+    domain, slash, name = value.partition("/")
+    if not slash or not domain:
+        raise ValueError(f"{value!r} is not an extended resource name: <domain>/<name>, e.g. example.com/nvme")
+    if EXTENDED_RESOURCE_DEFAULT_NAMESPACE in value:
+        raise ValueError(f"{value!r}: resources in the kubernetes.io/ namespace are Kubernetes' own, not extended")
+    if value.startswith(QUOTA_REQUESTS_PREFIX):
+        raise ValueError(f"{value!r}: an extended resource may not start with {QUOTA_REQUESTS_PREFIX!r}")
+    if not DNS_NAME.fullmatch(QUOTA_REQUESTS_PREFIX + domain):
+        raise ValueError(
+            f"{value!r}: domain {domain!r} is not a DNS-1123 subdomain of at most "
+            f"{253 - len(QUOTA_REQUESTS_PREFIX)} characters"
+        )
+    if not LABEL_NAME.fullmatch(name):
+        raise ValueError(
+            f"{value!r}: name {name!r} must be at most 63 characters of letters, digits, '-', '_' or '.', "
+            "starting and ending with a letter or digit"
+        )
+    return value

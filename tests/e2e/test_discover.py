@@ -29,6 +29,16 @@ EMULATED = "127.0.0.4"
 # The emulated host: two NUMA nodes of two SMT cores each, CPUs numbered as on many Intel machines.
 EMULATED_NODES = {0: "0-1,4-5", 1: "2-3,6-7"}
 EMULATED_SIBLINGS = {0: "0,4", 1: "1,5", 2: "2,6", 3: "3,7", 4: "0,4", 5: "1,5", 6: "2,6", 7: "3,7"}
+# Its PCI devices (address: numa_node, class, driver): NVMe drives, one on node 0, two on node 1 (one
+# unbound), one without affinity, and a host bridge and a root port, which discover leaves out.
+EMULATED_PCI = {
+    "0000:00:00.0": (-1, "0x060000", None),
+    "0000:00:05.0": (-1, "0x010802", "nvme"),
+    "0000:01:00.0": (0, "0x010802", "nvme"),
+    "0000:40:00.0": (1, "0x060400", "pcieport"),
+    "0000:41:00.0": (1, "0x010802", "nvme"),
+    "0000:42:00.0": (1, "0x010802", None),
+}
 
 
 @dataclass(frozen=True)
@@ -40,6 +50,23 @@ class Server:
 
     def destination(self, address: str, port: int | None = None) -> str:
         return f"{self.user}@{address}:{port or self.port}"
+
+
+def fake_pci(root: Path) -> None:
+    """/sys/bus/pci/devices as discover reads it, for EMULATED_PCI."""
+    for address, (numa_node, pci_class, driver) in EMULATED_PCI.items():
+        device = root / address
+        device.mkdir(parents=True)
+        for name, value in (("numa_node", numa_node), ("class", pci_class), ("vendor", "0x1b36"), ("device", "0x0010")):
+            (device / name).write_text(f"{value}\n")
+        if driver is not None:
+            (device / "driver").symlink_to(f"../../../bus/pci/drivers/{driver}")
+
+
+def emulated_device(address: str) -> dict[str, str]:
+    _node, pci_class, driver = EMULATED_PCI[address]
+    entry = {"address": address, "class": pci_class, "vendor": "0x1b36", "device": "0x0010"}
+    return {**entry, "driver": driver} if driver else entry
 
 
 def fake_sysfs(root: Path) -> None:
@@ -58,9 +85,11 @@ def fake_sysfs(root: Path) -> None:
 def server() -> Iterator[Server]:
     with sshd_directory("numa-kubelets-discover-sshd-") as directory:
         fake_sysfs(directory.path / "sysfs")
+        fake_pci(directory.path / "pci")
         emulation = [
             f"Match LocalAddress {EMULATED}",
-            f"    ForceCommand sed 's|/sys/devices/system|{directory.path / 'sysfs'}|g' | sh -s",
+            f"    ForceCommand sed -e 's|/sys/devices/system|{directory.path / 'sysfs'}|g' "
+            f"-e 's|/sys/bus/pci/devices|{directory.path / 'pci'}|g' | sh -s",
         ]
         process, port = start_sshd(directory.path, "discover", (), ADDRESSES, emulation)
         try:
@@ -106,7 +135,7 @@ def test_three_addresses_of_one_server_make_one_class_with_its_host_key(server: 
     config = document["config"]
     local = this_machine()
     classes = config["numa-kubelets:hostClasses"]
-    assert list(classes.values()) == [{"numaNodes": local["numaNodes"], "systemCpus": local["systemCpus"]}]
+    assert list(classes.values()) == [local]  # numaNodes, systemCpus and the PCI devices, if any
     (class_name,) = classes
     assert config["numa-kubelets:hosts"] == [
         {
@@ -132,7 +161,18 @@ def test_two_topologies_make_two_classes(server: Server) -> None:
     assert result.returncode == 0, result.stderr
     document = yaml.safe_load(result.stdout)
     classes = document["config"]["numa-kubelets:hostClasses"]
-    emulated = {"numaNodes": [{"id": n, "cpus": c} for n, c in EMULATED_NODES.items()], "systemCpus": "0,2,4,6"}
+    emulated = {
+        "numaNodes": [
+            {"id": 0, "cpus": EMULATED_NODES[0], "pciDevices": [emulated_device("0000:01:00.0")]},
+            {
+                "id": 1,
+                "cpus": EMULATED_NODES[1],
+                "pciDevices": [emulated_device("0000:41:00.0"), emulated_device("0000:42:00.0")],
+            },
+        ],
+        "systemCpus": "0,2,4,6",
+        "pciDevices": [emulated_device("0000:00:05.0")],
+    }
     local = this_machine()
     assert emulated["numaNodes"] != local["numaNodes"], "this machine has the emulated topology: pick another"
     assert classes["2x4-cpus"] == emulated
@@ -143,6 +183,12 @@ def test_two_topologies_make_two_classes(server: Server) -> None:
     assert {host["hostKey"] for host in hosts} == {server.host_key}
     _stack, plan = plan_from_stack(document)
     assert [len(host.kubelets) for host in plan.hosts][2] == 2
+    assert [(d.address, d.numa_node) for d in plan.hosts[2].pci_devices] == [
+        ("0000:00:05.0", None),
+        ("0000:01:00.0", 0),
+        ("0000:41:00.0", 1),
+        ("0000:42:00.0", 1),
+    ]
 
 
 def test_one_destination_prints_the_host_entry_keys_and_its_host_key(server: Server) -> None:

@@ -266,3 +266,24 @@ def test_cpulists_with_commas_survive_the_flow_style() -> None:
     (layout,) = document["config"]["numa-kubelets:hostClasses"].values()
     assert layout["numaNodes"] == [{"id": 0, "cpus": "0-3,8-11"}, {"id": 1, "cpus": "4-7,12-15"}]
     assert layout["systemCpus"] == "0,4,8,12"
+
+
+def test_hosts_with_other_devices_get_other_classes() -> None:
+    nvme = "pci 0000:41:00.0 1 0x010802 0x1b36 0x0010 nvme\n"
+    readings = [
+        reading("rack1-01", DUAL_8 + nvme, address="192.0.2.1"),
+        reading("rack1-02", DUAL_8 + nvme, address="192.0.2.2"),
+        reading("rack1-03", DUAL_8, address="192.0.2.3"),
+        reading("rack1-04", DUAL_8 + "pci 0000:00:05.0 -1 0x010802 0x1b36 0x0010 nvme\n", address="192.0.2.4"),
+    ]
+    classes, names = group_into_classes(readings)
+    assert names[0] == names[1] and len(set(names)) == 3
+    with_nvme = classes[names[0]]
+    assert with_nvme["numaNodes"][1]["pciDevices"] == [
+        {"address": "0000:41:00.0", "class": "0x010802", "vendor": "0x1b36", "device": "0x0010", "driver": "nvme"}
+    ]
+    assert classes[names[3]]["pciDevices"][0]["address"] == "0000:00:05.0"
+    assert "pciDevices" not in classes[names[2]]
+    document = yaml.safe_load(render_fleet(readings))
+    _config, plan = plan_from_stack(document)
+    assert [len(host.pci_devices) for host in plan.hosts] == [1, 1, 0, 1]

@@ -20,6 +20,7 @@ from tests.unit.builders import namespace_host, origin_config, origin_host, plan
 
 ROOT = Path(__file__).resolve().parents[2]
 NETWORK_KEYS = {"address", "netns"}
+DEVICE_KEYS = {"devices"}
 
 
 def test_every_configuration_key_has_a_description():
@@ -81,9 +82,18 @@ def test_every_stack_output_is_described():
 def test_the_keys_of_hosts_are_described():
     host_mode = hosts_output(plan_of(origin_config()))["numa-a"]
     assert set(host_mode) == set(HOST_KEYS)
-    assert {key for kubelet in host_mode["kubelets"].values() for key in kubelet} == set(KUBELET_KEYS) - NETWORK_KEYS
+    assert {key for kubelet in host_mode["kubelets"].values() for key in kubelet} == (
+        set(KUBELET_KEYS) - NETWORK_KEYS - DEVICE_KEYS
+    )
     namespace_mode = hosts_output(plan_of(origin_config(hosts=[namespace_host()])))["numa-a"]
-    assert {key for kubelet in namespace_mode["kubelets"].values() for key in kubelet} == set(KUBELET_KEYS)
+    assert {key for kubelet in namespace_mode["kubelets"].values() for key in kubelet} == (
+        set(KUBELET_KEYS) - DEVICE_KEYS
+    )
+    nvme = {"address": "0000:41:00.0", "class": "0x010802", "vendor": "0x1b36", "device": "0x0010"}
+    nodes = [{"id": 0, "cpus": "0-3"}, {"id": 1, "cpus": "4-7", "pciDevices": [nvme]}]
+    devices = [{"resource": "example.com/nvme", "select": {"class": "0x0108"}}]
+    with_devices = hosts_output(plan_of(origin_config(hosts=[origin_host(numaNodes=nodes)], devices=devices)))
+    assert with_devices["numa-a"]["kubelets"]["numa-a-numa1"]["devices"] == {"example.com/nvme": ["0000:41:00.0"]}
 
 
 def test_the_keys_of_a_placement_entry_are_described():
