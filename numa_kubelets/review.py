@@ -38,10 +38,10 @@ import dataclasses
 import json
 import shlex
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
@@ -52,6 +52,8 @@ from .config_size import stack_config_size
 from .picture import host_picture_markdown
 from .plan import ClusterPlan, HostPlan, KubeletPlan, Plan, build_plan
 from .render import HostFile
+
+_T = TypeVar("_T")
 
 # Stand-ins for encrypted values, for validation only: they are never written out.
 _STAND_INS = {
@@ -525,40 +527,37 @@ def _size_fits(stack_file: Path, document: Any) -> bool:
     return size.level != "error"
 
 
-def _check_command(args: argparse.Namespace) -> int:
+def _checked_stack(args: argparse.Namespace, evaluate: Callable[[dict[str, Any]], _T]) -> tuple[int, _T | None]:
+    """Reads the stack file, reports its config's size, evaluates it: (exit status, result). The
+    status is 2 for an unreadable file, 1 for invalid config or a config past the size limit."""
     stack_file = Path(args.stack_file)
     try:
         document = _read_stack_file(stack_file)
     except (OSError, yaml.YAMLError) as error:
         print(f"{stack_file}: {error}", file=sys.stderr)
-        return 2
+        return 2, None
     fits = _size_fits(stack_file, document)
     try:
-        _config, plan = plan_from_stack(document, tuple(args.assume_secret))
+        result = evaluate(document)
     except (ConfigError, StackFileError) as error:
         print(f"{stack_file}: {error}", file=sys.stderr)
-        return 1
-    if not fits:
-        return 1
-    print(f"{stack_file}: valid: {len(plan.hosts)} host(s), {len(plan.kubelets)} kubelet(s)")
+        return 1, None
+    return (0, result) if fits else (1, None)
+
+
+def _check_command(args: argparse.Namespace) -> int:
+    status, plan = _checked_stack(args, lambda document: plan_from_stack(document, tuple(args.assume_secret))[1])
+    if plan is None:
+        return status
+    print(f"{args.stack_file}: valid: {len(plan.hosts)} host(s), {len(plan.kubelets)} kubelet(s)")
     return 0
 
 
 def _render_command(args: argparse.Namespace) -> int:
+    status, files = _checked_stack(args, lambda document: render_stack(document, tuple(args.assume_secret)))
+    if files is None:
+        return status
     stack_file = Path(args.stack_file)
-    try:
-        document = _read_stack_file(stack_file)
-    except (OSError, yaml.YAMLError) as error:
-        print(f"{stack_file}: {error}", file=sys.stderr)
-        return 2
-    fits = _size_fits(stack_file, document)
-    try:
-        files = render_stack(document, tuple(args.assume_secret))
-    except (ConfigError, StackFileError) as error:
-        print(f"{stack_file}: {error}", file=sys.stderr)
-        return 1
-    if not fits:
-        return 1
     out = (
         Path(args.out) if args.out else Path("plan-out") / stack_file.name.removeprefix("Pulumi.").removesuffix(".yaml")
     )
