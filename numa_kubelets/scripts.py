@@ -720,13 +720,12 @@ def bootstrap_kubeconfig_stdin(kubelet: KubeletPlan, plan: Plan, token: str) -> 
 
 def _remove_plugin_units(kubelet: KubeletPlan, keep: tuple[str, ...]) -> str:
     """Stops and removes this kubelet's plugin units other than `keep`, with their resolver and
-    config; sets `removed` when it removed one."""
+    config; with `keep`, reloads systemd when it removed one (the remove script reloads anyway)."""
     layout = kubelet.layout
     prefix = f"{generic_plugin.UNIT_PREFIX}{layout.instance}-"
     kept = "|".join(q(unit) for unit in keep)
     return (
-        "removed=\n"
-        f"for path in {generic_plugin.unit_glob(kubelet)}; do\n"
+        ("removed=\n" if keep else "") + f"for path in {generic_plugin.unit_glob(kubelet)}; do\n"
         '  [ -e "$path" ] || continue\n'
         "  unit=${path##*/}\n"
         + (f'  case "$unit" in ({kept}) continue;; esac\n' if keep else "")
@@ -736,8 +735,9 @@ def _remove_plugin_units(kubelet: KubeletPlan, keep: tuple[str, ...]) -> str:
         f'  rm -f "$path" {q(layout.config_dir)}/device-plugin-"$key".sh '
         f'{q(generic_plugin.RUNTIME_DIR + "/" + layout.instance)}/device-plugin-"$key".yaml\n'
         '  done_pending "$unit"\n'
-        "  removed=yes\n"
-        "done\n"
+        + ("  removed=yes\n" if keep else "")
+        + "done\n"
+        + ('if [ -n "$removed" ]; then systemctl daemon-reload; fi\n' if keep else "")
     )
 
 
@@ -750,7 +750,7 @@ def device_plugin_scripts(host: HostPlan, kubelet: KubeletPlan) -> HostScripts:
     if not plugins:
         raise ValueError(f"{kubelet.node_name} runs no generic device plugin")
     units = generic_plugin.unit_names(kubelet)
-    apply_steps = [_remove_plugin_units(kubelet, units), 'if [ -n "$removed" ]; then systemctl daemon-reload; fi\n']
+    apply_steps = [_remove_plugin_units(kubelet, units)]
     for plugin, unit in zip(plugins, units, strict=True):
         apply_steps += [write_file_step(file, unit) for file in generic_plugin.plugin_files(kubelet, plugin)]
     apply_steps += [_restart_if_pending(unit) for unit in units]
