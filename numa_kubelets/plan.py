@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from . import devices, kubelet_config, network
 from .config import ConfigError, HostSpec, KubeletSpec, Problem, StackConfig, default_system_cpus
 from .cpulist import CpuSet
-from .devices import OfferedResource, PciDevice
+from .devices import GenericPluginInstance, OfferedResource, PciDevice
 from .kubelet_config import KubeletSettings
 from .network import HostNetwork, KubeletNetwork
 from .rollout import NOT_LIMITED, RolloutPolicy, rollout_policy
@@ -237,7 +237,7 @@ class KubeletPlan:
         return f"{self.resource_name}-device-plugins"
 
     @property
-    def generic_plugins(self) -> tuple[devices.GenericPluginInstance, ...]:
+    def generic_plugins(self) -> tuple[GenericPluginInstance, ...]:
         return devices.generic_plugin_instances(self.devices)
 
     @property
