@@ -60,6 +60,17 @@ class KubeletInstance(pulumi.ComponentResource):
             depends_on=[self.containerd],
             stdin=stdin,
         )
+        # Its generic device plugins, when it has generic resources: a resource of their own, so a
+        # change of its devices restarts its plugins only, and a kubelet without them has none.
+        self.device_plugins = None
+        if kubelet.generic_plugins:
+            self.device_plugins = remote_command(
+                kubelet.device_plugins_command,
+                args.connection,
+                scripts.device_plugin_scripts(args.host, kubelet),
+                parent=self,
+                depends_on=[self.kubelet],
+            )
         self.node_name = kubelet.node_name
         # The node's hugepage pools as the apply script read them on the host. Only numbers are
         # taken from stdout, so the value stays plain even when the command's output is secret.

@@ -361,6 +361,11 @@ class HostClassSpec(StrictModel):
         alias="kubeletPath",
         description="This host's kubelet binary; the preflight checks every binary of the host. Unset: the stack's.",
     )
+    generic_device_plugin_path: AbsolutePath | None = Field(
+        default=None,
+        alias="genericDevicePluginPath",
+        description="This host's generic device plugin binary (`generic` device resources). Unset: the stack's.",
+    )
     kubelet_version: StrictStr | None = Field(
         default=None,
         alias="kubeletVersion",
@@ -522,6 +527,13 @@ class StackConfig(StrictModel):
     )
     containerd_path: AbsolutePath = Field(
         default="/usr/bin/containerd", alias="containerdPath", description="The containerd binary on the hosts."
+    )
+    generic_device_plugin_path: AbsolutePath = Field(
+        default="/usr/local/bin/generic-device-plugin",
+        alias="genericDevicePluginPath",
+        description="The generic device plugin binary (`github.com/squat/generic-device-plugin`) on the hosts: run "
+        "for each kubelet that offers `generic` device resources; the preflight checks it only on hosts that have "
+        "such a kubelet ([Devices](../devices.md#plugins-the-stack-renders-for)).",
     )
     kubelet_config: dict[str, Any] = Field(
         default_factory=dict,

@@ -17,6 +17,7 @@ a kubelet's. Each resource takes, on each kubelet, the devices that kubelet owns
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -30,6 +31,8 @@ NVIDIA = "nvidia"
 # NVIDIA GPUs: vendor 0x10de, PCI base class 0x03 (display controllers: VGA 0x0300, 3D 0x0302).
 NVIDIA_VENDOR = "0x10de"
 DISPLAY_CLASS_PREFIX = "0x03"
+# The names the generic device plugin accepts for its devices (its main.go, deviceTypeFmt).
+GENERIC_DEVICE_NAME = re.compile(r"[a-z0-9][-a-z0-9]*[a-z0-9]")
 
 
 @dataclass(frozen=True)
@@ -383,6 +386,14 @@ def resource_problems(spec: DeviceResourceSpec, path: str) -> list[Problem]:
             )
         )
     name = spec.resource.partition("/")[2]
+    if spec.plugin == GENERIC and not GENERIC_DEVICE_NAME.fullmatch(name):
+        problems.append(
+            Problem(
+                f"{path}.resource",
+                f"the generic device plugin takes a device name of lowercase letters, digits and '-' (starting and "
+                f"ending with a letter or digit), not {name!r}",
+            )
+        )
     if spec.plugin == SRIOV and not SRIOV_RESOURCE_NAME.fullmatch(name):
         problems.append(
             Problem(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from . import generic_plugin
 from .device_plugin_configs import device_plugin_configs
 from .plan import Plan
 
@@ -39,6 +40,9 @@ KUBELET_KEYS = {
     "netns": "Namespace mode only: its network namespace (`numa<N>`).",
     "devices": "Only for a kubelet that offers devices: per extended resource, the PCI addresses of the devices "
     'its Node advertises (`{"example.com/nvme": ["0000:41:00.0"]}`) ([Devices](../devices.md)).',
+    "devicePluginUnits": "Only for a kubelet that offers `generic` device resources: the systemd units of its generic "
+    "device plugins, one per resource domain (`numa-device-plugin@numa<N>-<domain>.service`) "
+    "([Devices](../devices.md#plugins-the-stack-renders-for)).",
 }
 # Keys of a kubelet's entry read on its host rather than planned (`observed` below).
 OBSERVED_KUBELET_KEYS = {
@@ -73,6 +77,11 @@ def hosts_output(plan: Plan, observed: Mapping[str, Mapping[str, Any]] | None = 
                     ),
                     **(
                         {"devices": {r.resource: list(r.addresses) for r in kubelet.devices}} if kubelet.devices else {}
+                    ),
+                    **(
+                        {"devicePluginUnits": list(generic_plugin.unit_names(kubelet))}
+                        if kubelet.generic_plugins
+                        else {}
                     ),
                 }
                 for kubelet in host.kubelets

@@ -10,12 +10,13 @@ from dataclasses import dataclass
 from . import devices, kubelet_config, network
 from .config import ConfigError, HostSpec, KubeletSpec, Problem, StackConfig, default_system_cpus
 from .cpulist import CpuSet
-from .devices import OfferedResource, PciDevice
+from .devices import GenericPluginInstance, OfferedResource, PciDevice
 from .kubelet_config import KubeletSettings
 from .network import HostNetwork, KubeletNetwork
 from .rollout import NOT_LIMITED, RolloutPolicy, rollout_policy
 from .validators import duration_seconds
 
+DEFAULT_GENERIC_DEVICE_PLUGIN_PATH = "/usr/local/bin/generic-device-plugin"
 BASE_PORT = 10250
 BASE_HEALTHZ_PORT = 10248
 PORT_STRIDE = 100
@@ -198,6 +199,11 @@ class KubeletPlan:
     kubelet_version: str = kubelet_config.DEFAULT_KUBELET_VERSION
     # The resources it advertises with their PCI devices (devices.py); () for most kubelets.
     devices: tuple[OfferedResource, ...] = ()
+    # The generic device plugin binary on its host (the stack's or its host's).
+    generic_device_plugin_path: str = DEFAULT_GENERIC_DEVICE_PLUGIN_PATH
+    # Its containerd sees this kubelet's own device-plugins directory at the shared path, for
+    # device plugins shipped as DaemonSets: only on hosts that declare PCI devices.
+    device_plugins_bind: bool = False
 
     @property
     def label_map(self) -> dict[str, str]:
@@ -224,6 +230,15 @@ class KubeletPlan:
     @property
     def netns_command(self) -> str:
         return f"{self.resource_name}-netns"
+
+    @property
+    def device_plugins_command(self) -> str:
+        """Of its generic device plugins' units (only a kubelet with `generic` resources has one)."""
+        return f"{self.resource_name}-device-plugins"
+
+    @property
+    def generic_plugins(self) -> tuple[GenericPluginInstance, ...]:
+        return devices.generic_plugin_instances(self.devices)
 
     @property
     def identity_labels(self) -> dict[str, str]:
@@ -325,8 +340,9 @@ def plan_host(
     host_kubelet_version = host.kubelet_version or stack.kubelet_version
     kubelets = []
     specs = kubelet_specs(host)
+    inventory = devices.inventory(host)
     offered = devices.assign(
-        devices.inventory(host), devices.host_kubelet_devices(host, host_index, stack, named_kubelet_specs(host, specs))
+        inventory, devices.host_kubelet_devices(host, host_index, stack, named_kubelet_specs(host, specs))
     )
     for index, (position, spec) in enumerate(specs):
         cpus = spec.cpus if spec.cpus is not None else node_cpus[spec.numa_node] - system_cpus
@@ -367,6 +383,8 @@ def plan_host(
                 kubelet_path=spec.kubelet_path or host_kubelet_path,
                 kubelet_version=kubelet_version,
                 devices=offered[index],
+                generic_device_plugin_path=host.generic_device_plugin_path or stack.generic_device_plugin_path,
+                device_plugins_bind=bool(inventory),
             )
         )
     return HostPlan(
@@ -381,7 +399,7 @@ def plan_host(
         kubelets=tuple(kubelets),
         network=host_network,
         rollout=rollout_policy(stack, stack_kubelets, host, len(kubelets)),
-        pci_devices=devices.inventory(host),
+        pci_devices=inventory,
     )
 
 

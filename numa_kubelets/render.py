@@ -343,7 +343,16 @@ def containerd_private_binds(kubelet: KubeletPlan) -> tuple[network.PrivateBind,
     """What containerd@ sees replaced by the instance's own copy: /run/containerd, and in
     namespace mode the CNI agents' paths and the namespace's resolv.conf."""
     own_run = network.PrivateBind(kubelet.layout.containerd_private_run, SHARED_CONTAINERD_RUN)
-    return (own_run,) + (network.containerd_private_binds(kubelet.network) if kubelet.network else ())
+    # On hosts that declare PCI devices: a device plugin shipped as a DaemonSet mounts the host
+    # path /var/lib/kubelet/device-plugins, which containerd resolves in its own mount namespace;
+    # there it is this kubelet's own directory, so the plugin registers with this kubelet only.
+    # Only there: on every other host the containerd unit's scripts stay as they were.
+    own_plugins = (
+        (network.PrivateBind(kubelet.layout.device_plugins_dir, SHARED_DEVICE_PLUGINS_DIR),)
+        if kubelet.device_plugins_bind
+        else ()
+    )
+    return (own_run, *own_plugins) + (network.containerd_private_binds(kubelet.network) if kubelet.network else ())
 
 
 def containerd_prepare_script(kubelet: KubeletPlan) -> HostFile:
@@ -363,8 +372,27 @@ def containerd_prepare_script(kubelet: KubeletPlan) -> HostFile:
         + "set -eu\n"
         + f"mkdir -p {POD_NETNS_DIR} {SHARED_CONTAINERD_RUN} /run/numa-kubelets\n"
         # containerd@ of the other NUMA nodes may be starting at the same moment.
-        + own_mount_point_shell(POD_NETNS_DIR, "/run/numa-kubelets/netns.lock", "shared", POD_NETNS_MOUNT_MARKER),
+        + own_mount_point_shell(POD_NETNS_DIR, "/run/numa-kubelets/netns.lock", "shared", POD_NETNS_MOUNT_MARKER)
+        + (_device_plugins_mount_point(kubelet) if kubelet.device_plugins_bind else ""),
         mode="0755",
+    )
+
+
+def _device_plugins_mount_point(kubelet: KubeletPlan) -> str:
+    """The shared device-plugins directory, a private mount point of its own, before containerd starts.
+
+    containerd starts before its kubelet, whose prepare script makes the same directory a private
+    mount point (under the same lock). Were it not one yet when containerd's namespace is made, the
+    namespace would copy a plain directory and bind this kubelet's own directory on it; the mount
+    the kubelet's prepare script then makes on the host could propagate into containerd's namespace
+    (the parent mount being a peer of the host's) and cover that bind: DaemonSet plugins would land
+    in the host's directory, registered with no kubelet. Made here first, containerd's namespace
+    copies an existing, private mount point and binds over it, and a later mount on the host (none
+    is made: `mountpoint -q` holds) cannot reach it. The source, this kubelet's own directory, is
+    made here too: the kubelet's apply script, which also makes it, runs after containerd's.
+    """
+    return f"mkdir -p {q(kubelet.layout.device_plugins_dir)} {SHARED_DEVICE_PLUGINS_DIR}\n" + own_mount_point_shell(
+        SHARED_DEVICE_PLUGINS_DIR, "/run/numa-kubelets/device-plugins.lock", "private"
     )
 
 

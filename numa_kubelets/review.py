@@ -45,7 +45,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-from . import placement, render, scripts
+from . import generic_plugin, placement, render, scripts
 from .cluster import registration_labels
 from .config import NAMESPACE, SECRET_KEYS, ConfigError, StackConfig, load_stack_values
 from .config_size import stack_config_size
@@ -232,6 +232,17 @@ def host_commands(host: HostPlan, plan: Plan, demo_pods: tuple[placement.DemoPod
                 **_bootstrap_kubeconfig(kubelet, plan),
             )
         )
+        if kubelet.generic_plugins:
+            commands.append(
+                RemoteCommandPlan(
+                    kubelet.device_plugins_command,
+                    f"KubeletInstance {base}",
+                    scripts.device_plugin_scripts(host, kubelet),
+                    tuple(
+                        f for plugin in kubelet.generic_plugins for f in generic_plugin.plugin_files(kubelet, plugin)
+                    ),
+                )
+            )
     for pod in demo_pods:
         if pod.kubelet.host == host.name:
             commands.append(

@@ -17,7 +17,7 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from . import cluster, network, reservations
+from . import cluster, generic_plugin, network, reservations
 from .plan import (
     POD_NETNS_DIR,
     POD_NETNS_MOUNT_MARKER,
@@ -202,6 +202,7 @@ def preflight_scripts(host: HostPlan, plan: Plan) -> HostScripts:
     )
     checks.extend(network.preflight_checks(tuple(k.network for k in host.kubelets if k.network is not None)))
     checks.extend(pci_device_checks(host))
+    checks.extend(generic_plugin_binary_checks(host))
     if plan.cluster is not None:
         checks.extend(cluster.api_server_preflight(plan.cluster))
     checks.append(
@@ -257,6 +258,17 @@ def pci_device_checks(host: HostPlan) -> list[str]:
         arguments = (device.address, node, device.pci_class, device.vendor, device.device, device.driver or "", what)
         steps.append("check_pci " + " ".join(q(argument) for argument in arguments) + "\n")
     return steps
+
+
+def generic_plugin_binary_checks(host: HostPlan) -> list[str]:
+    """The generic device plugin binary of each kubelet that runs one; nothing on other hosts, so
+    their preflight stays as it was."""
+    paths = sorted({k.generic_device_plugin_path for k in host.kubelets if k.generic_plugins})
+    return [
+        f'if [ ! -f {q(path)} ] || [ ! -x {q(path)} ]; then fail "{path} (the generic device plugin) is missing or '
+        'not an executable file"; fi\n'
+        for path in paths
+    ]
 
 
 def _containerd_version_check(containerd_path: str) -> str:
@@ -701,3 +713,56 @@ def bootstrap_kubeconfig_stdin(kubelet: KubeletPlan, plan: Plan, token: str) -> 
     """The kubelet installer's stdin: secret, never part of a command string."""
     assert plan.cluster is not None
     return bootstrap_kubeconfig(kubelet, plan.cluster, token).content
+
+
+# ---------------------------------------------------------------- generic device plugins
+
+
+def _remove_plugin_units(kubelet: KubeletPlan, keep: tuple[str, ...]) -> str:
+    """Stops and removes this kubelet's plugin units other than `keep`, with their resolver and
+    config; with `keep`, reloads systemd when it removed one (the remove script reloads anyway)."""
+    layout = kubelet.layout
+    prefix = f"{generic_plugin.UNIT_PREFIX}{layout.instance}-"
+    kept = "|".join(q(unit) for unit in keep)
+    return (
+        ("removed=\n" if keep else "") + f"for path in {generic_plugin.unit_glob(kubelet)}; do\n"
+        '  [ -e "$path" ] || continue\n'
+        "  unit=${path##*/}\n"
+        + (f'  case "$unit" in ({kept}) continue;; esac\n' if keep else "")
+        + f"  key=${{unit#{prefix}}}; key=${{key%.service}}\n"
+        '  systemctl disable --no-reload --now "$unit" 2>/dev/null || true\n'
+        '  systemctl reset-failed "$unit" 2>/dev/null || true\n'
+        f'  rm -f "$path" {q(layout.config_dir)}/device-plugin-"$key".sh '
+        f'{q(generic_plugin.RUNTIME_DIR + "/" + layout.instance)}/device-plugin-"$key".yaml\n'
+        '  done_pending "$unit"\n'
+        + ("  removed=yes\n" if keep else "")
+        + "done\n"
+        + ('if [ -n "$removed" ]; then systemctl daemon-reload; fi\n' if keep else "")
+    )
+
+
+def device_plugin_scripts(host: HostPlan, kubelet: KubeletPlan) -> HostScripts:
+    """The kubelet's generic device plugins: one unit per resource domain, each with the resolver
+    that writes its config at start. A change of a plugin's files restarts that plugin alone (its
+    own marker); units no longer planned go. The kubelet is never restarted: its restart revision
+    (revision.py) covers none of these files."""
+    plugins = kubelet.generic_plugins
+    if not plugins:
+        raise ValueError(f"{kubelet.node_name} runs no generic device plugin")
+    units = generic_plugin.unit_names(kubelet)
+    apply_steps = [_remove_plugin_units(kubelet, units)]
+    for plugin, unit in zip(plugins, units, strict=True):
+        apply_steps += [write_file_step(file, unit) for file in generic_plugin.plugin_files(kubelet, plugin)]
+    apply_steps += [_restart_if_pending(unit) for unit in units]
+    layout = kubelet.layout
+    remove_steps = [
+        _remove_plugin_units(kubelet, ()),
+        f"rmdir {q(generic_plugin.RUNTIME_DIR + '/' + layout.instance)} 2>/dev/null || true\n",
+        f"rmdir {q(layout.config_dir)} /etc/numa-kubelets 2>/dev/null || true\n",
+        *(f"forget {q(unit)}\n" for unit in units),
+        "systemctl daemon-reload\n",
+    ]
+    title = f"generic device plugins of {kubelet.node_name} on host {host.name}: {' '.join(units)}"
+    return _host_scripts(
+        host, title, apply_steps, f"remove the generic device plugins of {kubelet.node_name}", remove_steps
+    )

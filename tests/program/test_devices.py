@@ -25,6 +25,15 @@ def test_a_stack_with_devices_exports_each_nodes_devices_and_plugin_configs(dev_
         f"{host['name']}-numa0": {"example.com/nvme": ["0000:01:00.0"]},
         f"{host['name']}-numa1": {"example.com/nvme": ["0000:41:00.0"], "intel.com/sriov_vf": ["0000:44:00.2"]},
     }
+    # Each kubelet with generic resources: its plugins' own command, after its kubelet, in its
+    # KubeletInstance; the units in its hosts entry.
+    for instance in ("numa0", "numa1"):
+        command = run.named(f"{host['name']}-{instance}-device-plugins")
+        assert run.parent_of(command) == ("numa-kubelets:index:KubeletInstance", f"{host['name']}-{instance}")
+        assert f"{host['name']}-{instance}-kubelet" in run.dependencies_of(command)
+        assert f"numa-device-plugin@{instance}-example.com.service" in command.inputs["create"]
+        units = kubelets[f"{host['name']}-{instance}"]["devicePluginUnits"]
+        assert units == [f"numa-device-plugin@{instance}-example.com.service"]
     sriov = run.outputs["devicePluginConfigs"][host["name"]]["sriov"]
     assert set(sriov["data"]) == {f"{host['name']}-numa1"}
     pools = json.loads(sriov["data"][f"{host['name']}-numa1"])["resourceList"]
@@ -35,3 +44,4 @@ def test_a_stack_without_devices_exports_no_device_outputs(dev_config):
     run = run_program(dev_config)
     assert "devicePluginConfigs" not in run.outputs
     assert all("devices" not in k for h in run.outputs["hosts"].values() for k in h["kubelets"].values())
+    assert not [r for r in run.commands() if r.name.endswith("-device-plugins")]

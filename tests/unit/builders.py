@@ -6,6 +6,7 @@ import base64
 import copy
 from typing import Any
 
+from numa_kubelets import generic_plugin
 from numa_kubelets.config import load_config
 from numa_kubelets.plan import Plan, build_plan
 from numa_kubelets.render import (
@@ -20,6 +21,7 @@ from numa_kubelets.render import (
 from numa_kubelets.scripts import (
     HostScripts,
     containerd_scripts,
+    device_plugin_scripts,
     host_services_scripts,
     kubelet_scripts,
     netns_scripts,
@@ -82,6 +84,8 @@ def rendered_files(plan: Plan) -> list[HostFile]:
             files += containerd_files(kubelet, plan)
             files += kubelet_files(kubelet, plan)
             files.append(register_taints_config(kubelet))
+            for plugin in kubelet.generic_plugins:
+                files += generic_plugin.plugin_files(kubelet, plugin)
     return files
 
 
@@ -98,6 +102,8 @@ def host_scripts(plan: Plan) -> dict[str, HostScripts]:
                 scripts[f"{host.name} {instance} netns"] = netns_scripts(host, kubelet)
             scripts[f"{host.name} {instance} containerd"] = containerd_scripts(host, kubelet, plan)
             scripts[f"{host.name} {instance} kubelet"] = kubelet_scripts(host, kubelet, plan)
+            if kubelet.generic_plugins:
+                scripts[f"{host.name} {instance} device-plugins"] = device_plugin_scripts(host, kubelet)
     return scripts
 
 

@@ -20,7 +20,7 @@ from tests.unit.builders import namespace_host, origin_config, origin_host, plan
 
 ROOT = Path(__file__).resolve().parents[2]
 NETWORK_KEYS = {"address", "netns"}
-DEVICE_KEYS = {"devices"}
+DEVICE_KEYS = {"devices", "devicePluginUnits"}
 
 
 def test_every_configuration_key_has_a_description():

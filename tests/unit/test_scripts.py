@@ -35,6 +35,7 @@ from tests.unit.builders import (
 SSH_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nc2VjcmV0LXNzaC1rZXktbWF0ZXJpYWw=\n-----END OPENSSH PRIVATE KEY-----\n"
 KUBECONFIG = "apiVersion: v1\nkind: Config\nusers:\n- name: admin\n  user: {token: kubeconfig-secret-0123456789}\n"
 SHELLS = ["bash", "dash"]
+NVME_DEVICE = {"class": "0x010802", "vendor": "0x1b36", "device": "0x0010", "driver": "nvme"}
 
 
 def cluster_config(**host: object) -> dict:
@@ -51,6 +52,20 @@ PLANS = {
     "namespace macvlan": plan_of(origin_config(hosts=[namespace_host()])),
     "namespace ipvlan": plan_of(origin_config(hosts=[namespace_host("ipvlan")])),
     "namespace device": plan_of(with_cluster(origin_config(hosts=[namespace_host("device")]))),
+    # NVMe drives on both NUMA nodes, advertised by each kubelet's generic device plugin.
+    "devices": plan_of(
+        origin_config(
+            hosts=[
+                origin_host(
+                    numaNodes=[
+                        {"id": 0, "cpus": "0-3", "pciDevices": [NVME_DEVICE | {"address": "0000:01:00.0"}]},
+                        {"id": 1, "cpus": "4-7", "pciDevices": [NVME_DEVICE | {"address": "0000:41:00.0"}]},
+                    ]
+                )
+            ],
+            devices=[{"resource": "example.com/nvme", "select": {"class": "0x0108"}, "deviceNodes": ["/dev/nvme*"]}],
+        )
+    ),
 }
 
 
