@@ -180,7 +180,9 @@ def parse_device_nodes(text: str) -> list[DeviceNode]:
 def device_nodes(host: TestHost, address: str) -> list[DeviceNode]:
     """The device nodes under the guest's /dev that belong to the PCI function at `address`.
 
-    With NVMe native multipath (Debian's kernels: CONFIG_NVME_MULTIPATH=y) a namespace's block
-    device (nvme0n1) hangs off the subsystem, not the controller: under the PCI function only the
-    controller's character device is found, and the hidden per-path node (nvme0c0n1) has no dev."""
+    Measured for qemu's NVMe controller (bookworm, 2026-12-06): the controller's character device
+    (/dev/nvme3, 247:3), its namespace's generic character device (/dev/ng3n1, 246:1) and block
+    device (/dev/nvme3n1, 259:0); the kernel's native multipath (on) leaves a single-controller
+    subsystem's namespace under its controller. Names and minors follow probe order, not NUMA
+    nodes or PCI addresses."""
     return parse_device_nodes(host.run(f"set -- {shlex.quote(address)}\n{_DEVICE_NODES_SCRIPT}").stdout)

@@ -121,19 +121,31 @@ def test_with_devices_every_other_pci_device_names_the_root_complex():
     assert argv[after_disk : after_disk + len(pci_args)] == pci_args
 
 
+# Measured on the origin machine booted with ISSUE_43's devices (bookworm, 2026-12-06): a part of
+# the guest's listing, and the device nodes of one controller.
+MEASURED_LISTING = """\
+0000:00:01.0 -1 0x020000 0x1af4 0x1000 virtio-pci
+0000:00:04.0 -1 0x060000 0x1b36 0x000b -
+0000:00:06.0 -1 0x010802 0x1b36 0x0010 nvme
+0000:20:00.0 0 0x060400 0x1b36 0x000c pcieport
+0000:21:00.0 0 0x010802 0x1b36 0x0010 nvme
+0000:41:00.0 1 0x010802 0x1b36 0x0010 nvme
+"""
+
+
 def test_the_guest_pci_listing_is_parsed():
-    listing = "0000:00:01.0 -1 0x020000 0x1af4 0x1000 virtio-pci\n0000:41:00.0 1 0x010802 0x1b36 0x0010 nvme\n"
-    listing += "0000:00:1f.3 -1 0x0c0500 0x8086 0x2930 -\n"
-    assert parse_pci_listing(listing) == [
-        GuestPciDevice("0000:00:01.0", -1, "0x020000", "0x1af4", "0x1000", "virtio-pci"),
-        GuestPciDevice("0000:41:00.0", 1, "0x010802", "0x1b36", "0x0010", "nvme"),
-        GuestPciDevice("0000:00:1f.3", -1, "0x0c0500", "0x8086", "0x2930", ""),
-    ]
+    devices = parse_pci_listing(MEASURED_LISTING)
+    assert devices[0] == GuestPciDevice("0000:00:01.0", -1, "0x020000", "0x1af4", "0x1000", "virtio-pci")
+    assert devices[1].driver == ""  # the expander bridge's host bridge: no driver
+    nvme = [(device.address, device.numa_node) for device in devices if device.driver == "nvme"]
+    assert nvme == [("0000:00:06.0", -1), ("0000:21:00.0", 0), ("0000:41:00.0", 1)]
 
 
 def test_device_nodes_are_parsed():
-    assert parse_device_nodes("char 241:0 /dev/nvme0\nblock 259:0 /dev/nvme0n1\nchar 1:2\n") == [
-        DeviceNode("char", "241:0", "/dev/nvme0"),
-        DeviceNode("block", "259:0", "/dev/nvme0n1"),
+    measured = "char 247:3 /dev/nvme3\nchar 246:1 /dev/ng3n1\nblock 259:0 /dev/nvme3n1\nchar 1:2\n"
+    assert parse_device_nodes(measured) == [
+        DeviceNode("char", "247:3", "/dev/nvme3"),
+        DeviceNode("char", "246:1", "/dev/ng3n1"),
+        DeviceNode("block", "259:0", "/dev/nvme3n1"),
         DeviceNode("char", "1:2", ""),
     ]
