@@ -150,6 +150,40 @@ def pci_devices(host: TestHost) -> list[GuestPciDevice]:
     return parse_pci_listing(host.run(_PCI_SCRIPT).stdout)
 
 
+# How the guest shows each kind: PCI class and the driver bound to it.
+GUEST_CLASS = {"nvme": ("0x010802", "nvme")}
+
+
+def pci_layout_problems(requested: Sequence[PciDevice], guest: Sequence[GuestPciDevice]) -> list[str]:
+    """What differs between the devices a host was booted with and the guest's view: per kind and
+    NUMA node, as many functions of that class with that driver as were asked for."""
+    problems = []
+    for kind in sorted({device.kind for device in requested}):
+        pci_class, driver = GUEST_CLASS[kind]
+        wanted = sorted(device.numa_node for device in requested if device.kind == kind)
+        found = [device for device in guest if device.pci_class == pci_class]
+        seen = sorted(device.numa_node for device in found)
+        if seen != wanted:
+            listing = ", ".join(f"{device.address} on {device.numa_node}" for device in found) or "none"
+            problems.append(f"{kind}: asked for NUMA nodes {wanted}, the guest has {seen} ({listing})")
+        problems += [
+            f"{kind} {device.address}: driver {device.driver or 'none'}, not {driver}"
+            for device in found
+            if device.driver != driver
+        ]
+    return problems
+
+
+def check_pci_layout(host: TestHost) -> list[GuestPciDevice]:
+    """The guest's PCI functions, after checking that the devices `host` was booted with are
+    there on their NUMA nodes, each bound to its driver (a tier calls this on its machine)."""
+    guest = pci_devices(host)
+    problems = pci_layout_problems(host.pci, guest)
+    if problems:
+        raise AssertionError("the test host's PCI devices are not where they were put:\n" + "\n".join(problems))
+    return guest
+
+
 class DeviceNode(NamedTuple):
     """A device node a PCI function owns: found through sysfs (`<device dir>/**/dev`), never by name."""
 

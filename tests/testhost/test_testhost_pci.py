@@ -12,6 +12,7 @@ from tests.testhost.pci import (
     PciDevice,
     parse_device_nodes,
     parse_pci_listing,
+    pci_layout_problems,
     pxb_bus_nr,
     qemu_pci_args,
 )
@@ -149,3 +150,16 @@ def test_device_nodes_are_parsed():
         DeviceNode("block", "259:0", "/dev/nvme3n1"),
         DeviceNode("char", "1:2", ""),
     ]
+
+
+def test_the_layout_check_compares_kind_and_numa_node_with_what_was_asked():
+    guest = parse_pci_listing(MEASURED_LISTING)
+    asked = [PciDevice.parse(text) for text in ("nvme@-1", "nvme@0", "nvme@1")]
+    assert pci_layout_problems(asked, guest) == []
+    assert pci_layout_problems(ISSUE_43, guest) == [
+        "nvme: asked for NUMA nodes [-1, 0, 1, 1], the guest has [-1, 0, 1]"
+        " (0000:00:06.0 on -1, 0000:21:00.0 on 0, 0000:41:00.0 on 1)"
+    ]
+    unbound = [device._replace(driver="") if device.address == "0000:21:00.0" else device for device in guest]
+    assert pci_layout_problems(asked, unbound) == ["nvme 0000:21:00.0: driver none, not nvme"]
+    assert pci_layout_problems([], guest) == []
