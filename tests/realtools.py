@@ -30,7 +30,15 @@ class ToolMissing(AssertionError):
 # they agree). Under tests/run.sh the build runs beside the tests, so the tests that need a
 # family are ordered by it (`pytest.mark.realtools(family)`, the last family they need) and
 # wait in `wait_until_built` for what is not there yet.
-BUILD_ORDER = ("kubelet", "pulumi", "kubernetes", "etcd", "kubelet_previous", "pulumi_kubernetes")
+BUILD_ORDER = (
+    "kubelet",
+    "pulumi",
+    "kubernetes",
+    "etcd",
+    "generic_device_plugin",
+    "kubelet_previous",
+    "pulumi_kubernetes",
+)
 # What tools/build.sh has finished in this run, one program name per line; and, once it ended,
 # its exit code and duration (both written beside it by tools/build-in-background.sh).
 READY_LIST = REPO / ".tools" / "ready"

@@ -19,6 +19,7 @@ def test_the_build_lists_the_programs_of_each_family():
     assert {"kubelet", "kubelet-schema", "test-device-plugin", "kube-proxy", "kube-apiserver", "etcd"} <= announced
     assert {"kubelet-previous", "pulumi", "pulumi-resource-kubernetes"} <= announced
     assert {"pulumi-language-python", "pulumi-resource-command", "pulumi-resource-random"} <= announced
+    assert "generic-device-plugin" in announced
 
 
 def test_a_program_the_build_never_lists_fails_at_once_naming_what_it_lists(building):

@@ -105,6 +105,18 @@ build_etcd() {
   ready etcd
 }
 
+# The generic device plugin (github.com/squat/generic-device-plugin, tools/generic-device-plugin):
+# a real device plugin that advertises device nodes chosen by path globs, which the device tests
+# run once per NUMA kubelet (docs/devices-host-notes.md). Its module root is its main package;
+# the version ldflag is what its release build sets (else `--version` prints "was not built properly").
+build_generic_device_plugin() {
+  local version
+  version=$(version_of generic-device-plugin github.com/squat/generic-device-plugin)
+  build generic-device-plugin generic-device-plugin github.com/squat/generic-device-plugin \
+    -ldflags "-s -w -X github.com/squat/generic-device-plugin/version.Version=$version"
+  ready generic-device-plugin
+}
+
 # The Pulumi CLI, with the flags of its release build (pulumi/pulumi .goreleaser.yml):
 # without the version the CLI calls itself v0.0.0 and the Automation API refuses it.
 build_pulumi() {
@@ -188,7 +200,7 @@ families=("$@")
 # that need them run in (tests/realtools.py BUILD_ORDER): the kubelet's first, then the engine
 # (the CLI, its language host, the plugin doubles), which every standalone real-host scenario
 # runs the program through, so they run while the control plane builds.
-[ ${#families[@]} -gt 0 ] || families=(kubelet pulumi kubernetes etcd kubelet_previous pulumi_kubernetes)
+[ ${#families[@]} -gt 0 ] || families=(kubelet pulumi kubernetes etcd generic_device_plugin kubelet_previous pulumi_kubernetes)
 for family in "${families[@]}"; do
   declare -F "build_$family" >/dev/null || { echo "tools/build.sh: unknown program family $family" >&2; exit 2; }
   "build_$family"

@@ -3,6 +3,7 @@
     python -m tests.testhost build                      # build (or reuse) the image
     python -m tests.testhost boot --port 2222           # boot, print connection details
     python -m tests.testhost boot --nodes "0,3,6;1,4,7;2,5"
+    python -m tests.testhost boot --pci nvme@0 --pci nvme@1 --pci nvme@-1   # NVMe on NUMA nodes
     python -m tests.testhost boot --port 2222 --kubelet .tools/bin/kubelet   # what `make testhost` runs
     python -m tests.testhost ssh [-- command ...]       # interactive or one command
     python -m tests.testhost status
@@ -22,6 +23,7 @@ from pathlib import Path
 from . import recipe
 from .host import DEFAULT_MEMORY_MIB, GUEST_KUBELET, TestHost, boot
 from .image import DEFAULT_CACHE_DIR, ensure_image
+from .pci import PciDevice
 from .tools import TestHostError, require_tools
 from .topology import ORIGIN, Topology
 
@@ -62,6 +64,14 @@ def main(argv: list[str] | None = None) -> int:
         help=f"a kubelet binary of this machine to install in the guest at {GUEST_KUBELET}, where the"
         " dev stack's kubeletPath points (the image ships none)",
     )
+    boot_parser.add_argument(
+        "--pci",
+        type=_pci_device,
+        action="append",
+        default=[],
+        metavar="KIND@NODE",
+        help="an emulated PCI device on a NUMA node, -1 for none (e.g. nvme@1, nvme@-1); repeatable",
+    )
     ssh_parser = commands.add_parser("ssh", help="ssh into the running test host")
     ssh_parser.add_argument(
         "remote_command", nargs=argparse.REMAINDER, help="command to run instead of a shell (after --)"
@@ -80,7 +90,13 @@ def main(argv: list[str] | None = None) -> int:
             if args.kubelet is not None and not args.kubelet.is_file():
                 raise TestHostError(f"--kubelet {args.kubelet}: no such file (`make tools` builds .tools/bin/kubelet)")
             host = boot(
-                args.nodes, workdir, args.port, cache_dir=args.cache_dir, suite=args.suite, memory_mib=args.memory
+                args.nodes,
+                workdir,
+                args.port,
+                cache_dir=args.cache_dir,
+                suite=args.suite,
+                memory_mib=args.memory,
+                pci=args.pci,
             )
             if args.kubelet is not None:
                 host.install_executable(args.kubelet, GUEST_KUBELET)
@@ -98,6 +114,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"testhost: {error}", file=sys.stderr)
         return 1
     return 0
+
+
+def _pci_device(text: str) -> PciDevice:
+    try:
+        return PciDevice.parse(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _running_host(workdir: Path) -> TestHost:
@@ -126,7 +149,8 @@ def _print_details(host: TestHost) -> None:
         f"key:      {host.key_path}\n"
         f"hostKey:  {host.host_key}\n"
         f"topology: {host.topology}  (NUMA node cpulists, ';'-separated)\n"
-        f"qemu pid: {host.qemu.pid}, booted in {host.boot_seconds} s, serial log {host.serial_log}\n"
+        + (f"pci:      {' '.join(str(device) for device in host.pci)}  (KIND@NUMA node)\n" if host.pci else "")
+        + f"qemu pid: {host.qemu.pid}, booted in {host.boot_seconds} s, serial log {host.serial_log}\n"
         "\n"
         "Stack configuration for this host (Pulumi.<stack>.yaml):\n"
         "  numa-kubelets:hosts:\n"

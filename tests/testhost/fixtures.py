@@ -14,14 +14,15 @@ it is never skipped.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import pytest
 
 from . import recipe
-from .host import TestHost, boot
+from .host import DEFAULT_MEMORY_MIB, TestHost, boot
 from .image import Image, ensure_image
+from .pci import PciDeviceLike
 from .qemu import API_PORT_FILE
 from .topology import ORIGIN, TopologyLike
 
@@ -54,21 +55,24 @@ def testhost_image_of(testhost_image: Image) -> Callable[[str], Image]:
 def boot_testhost(
     testhost_image_of: Callable[[str], Image], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[BootTestHost]:
-    """Factory: `boot_testhost(topology, memory_mib=2048, suite="bookworm")` -> a running TestHost,
-    stopped at session end."""
+    """Factory: `boot_testhost(topology, memory_mib=2048, suite="bookworm", pci=())` -> a running
+    TestHost, stopped at session end; `pci` e.g. `["nvme@0", "nvme@1", "nvme@-1"]` (pci.py)."""
     started: list[TestHost] = []
 
     def boot_one(
-        topology: TopologyLike = ORIGIN, memory_mib: int | None = None, suite: str = recipe.DEFAULT_SUITE
+        topology: TopologyLike = ORIGIN,
+        memory_mib: int | None = None,
+        suite: str = recipe.DEFAULT_SUITE,
+        pci: Iterable[PciDeviceLike] = (),
     ) -> TestHost:
         workdir: Path = tmp_path_factory.mktemp("testhost")
-        options = {"memory_mib": memory_mib} if memory_mib else {}
         host = boot(
             topology,
             workdir,
             image=testhost_image_of(suite),
+            memory_mib=memory_mib or DEFAULT_MEMORY_MIB,
             api_port_file=session_api_port_file(tmp_path_factory),
-            **options,
+            pci=pci,
         )
         started.append(host)
         return host

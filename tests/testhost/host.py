@@ -8,11 +8,13 @@ import shlex
 import socket
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import recipe
 from .image import DEFAULT_CACHE_DIR, Image, ensure_image
+from .pci import PciDevice, PciDeviceLike, pci_devices_of, qemu_pci_args
 from .qemu import (
     API_PORT_FILE,
     QemuProcess,
@@ -63,6 +65,8 @@ class TestHost:
     qemu: QemuProcess
     boot_seconds: float = 0.0
     suite: str = recipe.DEFAULT_SUITE
+    # The emulated PCI devices it was booted with (pci.py), in the order given.
+    pci: tuple[PciDevice, ...] = ()
     _ssh: SshSession = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -160,6 +164,7 @@ class TestHost:
             "pidfile": str(self.qemu.pidfile),
             "boot_seconds": self.boot_seconds,
             "suite": self.suite,
+            "pci": [str(device) for device in self.pci],
         }
         path.write_text(json.dumps(state, indent=2) + "\n")
         return path
@@ -179,6 +184,7 @@ class TestHost:
             qemu=QemuProcess(state["pid"], Path(state["pidfile"])),
             boot_seconds=state["boot_seconds"],
             suite=state.get("suite", recipe.DEFAULT_SUITE),
+            pci=pci_devices_of(state.get("pci", ())),
         )
 
 
@@ -193,6 +199,7 @@ def boot(
     memory_mib: int = DEFAULT_MEMORY_MIB,
     timeout: float = DEFAULT_BOOT_TIMEOUT,
     api_port_file: Path | None = None,
+    pci: Iterable[PciDeviceLike] = (),
 ) -> TestHost:
     """Boot a fresh test host (pristine copy-on-write disk) and wait until SSH runs commands.
 
@@ -201,21 +208,28 @@ def boot(
     picked when `ssh_port` is None. `suite` picks the Debian release (recipe.SUITES) unless
     `image` is given. The guest reaches 127.0.0.1 at the port written in `api_port_file`
     (default: `<workdir>/guest-api-port`) through GUEST_API_ADDRESS:GUEST_API_PORT (qemu.py).
+    `pci` attaches emulated PCI devices on chosen NUMA nodes, e.g. `["nvme@0", "nvme@1",
+    "nvme@-1"]` (-1: no NUMA affinity; pci.py).
     """
     require_tools("qemu-system-x86_64", "qemu-img")
     topology = Topology.of(topology)
+    devices = pci_devices_of(pci)
+    try:  # a device on a NUMA node the topology lacks fails here, before anything is built or booted
+        qemu_pci_args(devices, topology)
+    except ValueError as error:
+        raise TestHostError(str(error)) from None
     image = image or ensure_image(cache_dir, suite)
     workdir = Path(workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     for panicked_boots in range(1, 1 + BOOTS_AFTER_A_PANIC):
         try:
-            return _boot_once(image, topology, workdir, ssh_port, memory_mib, timeout, api_port_file)
+            return _boot_once(image, topology, workdir, ssh_port, memory_mib, timeout, api_port_file, devices)
         except GuestPanicked as panic:
             first_line = str(panic).splitlines()[0]
             print(f"testhost: {first_line}; booting a fresh disk again", file=sys.stderr, flush=True)
             # Kept beside the next boot's, for whoever wonders why this boot took longer.
             (workdir / "serial.log").replace(workdir / f"serial-panicked-{panicked_boots}.log")
-    return _boot_once(image, topology, workdir, ssh_port, memory_mib, timeout, api_port_file)
+    return _boot_once(image, topology, workdir, ssh_port, memory_mib, timeout, api_port_file, devices)
 
 
 def _boot_once(
@@ -226,6 +240,7 @@ def _boot_once(
     memory_mib: int,
     timeout: float,
     api_port_file: Path | None,
+    pci: tuple[PciDevice, ...] = (),
 ) -> TestHost:
     log_path = workdir / "qemu.log"
     overlay = workdir / "overlay.qcow2"
@@ -238,7 +253,15 @@ def _boot_once(
         port = ssh_port or pick_free_port()
         serial_log.unlink(missing_ok=True)
         argv = qemu_command(
-            image, overlay, topology, memory_mib, port, serial_log, pidfile, api_port_file or workdir / API_PORT_FILE
+            image,
+            overlay,
+            topology,
+            memory_mib,
+            port,
+            serial_log,
+            pidfile,
+            api_port_file or workdir / API_PORT_FILE,
+            pci,
         )
         try:
             qemu = start_qemu(argv, pidfile, serial_log, log_path)
@@ -257,6 +280,7 @@ def _boot_once(
         workdir=workdir,
         qemu=qemu,
         suite=image.suite,
+        pci=pci,
     )
     try:
         _wait_for_ssh(host, deadline=started + timeout)
@@ -266,7 +290,7 @@ def _boot_once(
     host.boot_seconds = round(time.monotonic() - started, 1)
     host.save_state()
     print(
-        f"testhost: {image.suite} {topology} booted to SSH in {host.boot_seconds} s "
+        f"testhost: {image.suite} {topology}{''.join(f' {device}' for device in pci)} booted to SSH in {host.boot_seconds} s "
         f"on 127.0.0.1:{port} (qemu pid {qemu.pid}, {host.qemu_rss_mib():.0f} MiB RSS)",
         file=sys.stderr,
         flush=True,

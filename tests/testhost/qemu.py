@@ -11,11 +11,13 @@ import os
 import signal
 import socket
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import recipe
 from .image import Image
+from .pci import PciDevice, qemu_pci_args
 from .tools import TestHostError, run_logged, tail
 from .topology import Topology, qemu_topology_args
 
@@ -103,7 +105,31 @@ def qemu_command(
     serial_log: Path,
     pidfile: Path,
     api_port_file: Path,
+    pci: Sequence[PciDevice] = (),
 ) -> list[str]:
+    """The test host's qemu command line. With `pci` devices (pci.py) the expander bridges they
+    need would take the place of the root complex as qemu's default bus, which refuses anything
+    but bridges ("Only PCI/PCIe bridges can be plugged into pxb-pcie"): the disk, NIC and RNG
+    then name `bus=pcie.0`, in the order (so at the slots) they have without devices. Without
+    devices the command line is the one every tier booted before they existed."""
+    if pci:
+        disk = [
+            "-drive",
+            f"file={overlay},if=none,id=root,format=qcow2,cache=unsafe",
+        ]
+        devices = [
+            "-device",
+            "virtio-net-pci,netdev=n0,bus=pcie.0",
+            "-device",
+            "virtio-rng-pci,bus=pcie.0",
+            # `-drive if=virtio` creates its device after every -device: the same slot here.
+            "-device",
+            "virtio-blk-pci,drive=root,bus=pcie.0",
+            *qemu_pci_args(pci, topology),
+        ]
+    else:
+        disk = ["-drive", f"file={overlay},if=virtio,format=qcow2,cache=unsafe"]
+        devices = ["-device", "virtio-net-pci,netdev=n0", "-device", "virtio-rng-pci"]
     return [
         QEMU,
         "-name",
@@ -123,14 +149,10 @@ def qemu_command(
         str(image.initrd),
         "-append",
         " ".join(recipe.KERNEL_CMDLINE),
-        "-drive",
-        f"file={overlay},if=virtio,format=qcow2,cache=unsafe",
+        *disk,
         "-netdev",
         f"user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:{ssh_port}-:22,{guest_forward_rule(api_port_file)}",
-        "-device",
-        "virtio-net-pci,netdev=n0",
-        "-device",
-        "virtio-rng-pci",
+        *devices,
         "-serial",
         f"file:{serial_log}",
         "-pidfile",
