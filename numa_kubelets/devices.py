@@ -26,6 +26,26 @@ from .problems import Problem
 from .validators import SRIOV_RESOURCE_NAME
 
 GENERIC = "generic"
+# The generic plugin listens on `<kubelet root>/device-plugins/gdp-<base64(resource)>-<unix time>.sock`
+# and a Unix socket's path takes at most 107 bytes (sun_path): a longer resource name never
+# registers, the plugin retrying forever (measured: docs/devices-host-notes.md).
+SOCKET_PATH_MAX = 107
+SOCKET_NAME_OVERHEAD = len("/gdp--1796550883.sock")
+
+
+def generic_socket_path_length(resource: str, numa_node: int) -> int:
+    """The length of the generic plugin's socket path for `resource` in NUMA kubelet
+    `numa_node`'s device-plugins directory (`/var/lib/kubelet-numa<N>/device-plugins`)."""
+    directory = f"/var/lib/kubelet-numa{numa_node}/device-plugins"
+    return len(directory) + SOCKET_NAME_OVERHEAD + 4 * -(-len(resource.encode()) // 3)
+
+
+def longest_generic_resource(numa_node: int) -> int:
+    """The longest resource name (bytes) whose socket path fits for NUMA kubelet `numa_node`."""
+    room = SOCKET_PATH_MAX - generic_socket_path_length("", numa_node)
+    return room // 4 * 3
+
+
 SRIOV = "sriov"
 NVIDIA = "nvidia"
 # NVIDIA GPUs: vendor 0x10de, PCI base class 0x03 (display controllers: VGA 0x0300, 3D 0x0302).
@@ -205,12 +225,25 @@ def assignment_problems(
             adopted_by.setdefault(address, f"kubelet {kubelet.node_name} ({kubelet.path})")
     owner = owners(inventory, kubelets)
     resources_seen: set[str] = set()
+    too_long: set[str] = set()
     for index, kubelet in enumerate(kubelets):
         selected_by: dict[str, DeviceResource] = {}
         for resource in kubelet.resources:
             # The stack's and a host's resources apply to every kubelet: report their problems once.
             first_use = resource.path not in resources_seen
             resources_seen.add(resource.path)
+            socket_path = generic_socket_path_length(resource.resource, kubelet.numa_node)
+            if resource.plugin == GENERIC and socket_path > SOCKET_PATH_MAX and resource.path not in too_long:
+                too_long.add(resource.path)
+                problems.append(
+                    Problem(
+                        f"{resource.path}.resource",
+                        f"{resource.resource!r} is too long for the generic device plugin of kubelet "
+                        f"{kubelet.node_name}: its socket path would take {socket_path} bytes, Linux allows "
+                        f"{SOCKET_PATH_MAX}; use a resource name of at most "
+                        f"{longest_generic_resource(kubelet.numa_node)} bytes",
+                    )
+                )
             for position, address in enumerate(resource.select.addresses or ()):
                 path = f"{resource.path}.select.addresses[{position}]"
                 device = by_address.get(address)

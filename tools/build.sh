@@ -72,11 +72,9 @@ kubernetes_ldflags() {
 # own, not as a link to the multi-call binary below: it is copied into the emulated hosts.
 build_kubelet() {
   build kubelet kubernetes k8s.io/kubernetes/cmd/kubelet -ldflags "$(kubernetes_ldflags kubernetes)"
-  # The KubeletConfiguration fields of this release, for the check of the core's copy; a
-  # device plugin for the real-kubelet tests.
+  # The KubeletConfiguration fields of this release, for the check of the core's copy.
   build kubelet-schema kubernetes ./kubeletschema
-  build test-device-plugin kubernetes ./testdeviceplugin -ldflags "-s -w"
-  ready kubelet kubelet-schema test-device-plugin
+  ready kubelet kubelet-schema
 }
 
 # The control plane as one multi-call binary, and kube-proxy on its own (it goes into an image

@@ -64,8 +64,9 @@ from tests.integration.realkubelet import (
 from tests.integration.test_network_namespaces import GATEWAY, namespace_stack, net_of, netns_inode, parent_interface
 from tests.polling import Polling
 from tests.realcluster.clients import api_for, create_managed_token
-from tests.realcluster.controlplane import POD_CIDR, ControlPlane, inline_kubeconfig, tool
+from tests.realcluster.controlplane import POD_CIDR, ControlPlane, inline_kubeconfig
 from tests.realengine.agent import cni_conflist  # what the node agent writes, the same config
+from tests.testhost.pci import GuestPciDevice, device_nodes, pci_devices
 from tests.testhost.recipe import DEFAULT_SUITE
 from tests.testhost.topology import parse_cpulist
 from tests.timings import TIMINGS
@@ -90,6 +91,8 @@ EVICTION_HARD_MEMORY_BYTES = 100 * 1024 * 1024
 NODE_JOIN_TIMEOUT = 300.0
 MAX_PODS = 10
 CNI_CONFLIST = "10-numa-kubelets-test-bridge.conflist"
+NVME = "numa-kubelets.io/nvme"
+GUEST_GENERIC_DEVICE_PLUGIN = "/usr/local/bin/generic-device-plugin"
 
 
 def node_ready(node: kube_client.V1Node) -> bool:
@@ -143,6 +146,7 @@ def joined(numa_host, origin_kubelet, control_plane: ControlPlane):
     version = install_built_program(view, "kubelet-previous", GUEST_KUBELET_PREVIOUS)
     token = create_managed_token(admin_api, TOKEN_ID, TOKEN_SECRET, STACK)
 
+    install_built_program(view, "generic-device-plugin", GUEST_GENERIC_DEVICE_PLUGIN)
     config = namespace_stack(host, parent_interface(view))
     config.update(
         kubeletPath=GUEST_KUBELET_PREVIOUS,
@@ -151,7 +155,10 @@ def joined(numa_host, origin_kubelet, control_plane: ControlPlane):
         bootstrapToken=token,
         kubeconfig=inline_kubeconfig(control_plane.stack_kubeconfig),
         demo={"enabled": False},  # the test creates the program's demo pods itself (module docstring)
+        genericDevicePluginPath=GUEST_GENERIC_DEVICE_PLUGIN,
+        devices=[{"resource": NVME, "select": {"driver": "nvme"}}],
     )
+    declare_nvme_drives(config["hosts"][0], pci_devices(host))
     for entry in config["hosts"][0]["kubelets"]:
         entry["maxPods"] = MAX_PODS  # the dev stack's 1 leaves no room for a second pod
     plan = build_plan(load_config(config))
@@ -572,37 +579,184 @@ def test_the_scheduler_places_a_hugepage_pod_on_the_node_with_the_pages_only(joi
     delete_pod(core, HUGEPAGE_POD)
 
 
-TEST_DEVICE = "numa-kubelets.io/test-device"
-GUEST_DEVICE_PLUGIN = "/usr/local/bin/numa-kubelets-test-device-plugin"
-DEVICE_PLUGIN_UNIT = "numa-kubelets-test-device-plugin"
+# --- devices: each Node offers its own NUMA node's NVMe drives -------------------------------
+# The machine carries qemu NVMe controllers on both NUMA nodes and one without affinity
+# (tests/testhost/fixtures.py ORIGIN_PCI); the stack declares them as discover prints them and
+# offers every NVMe drive as NVME through the generic device plugin of `make tools`, one per kubelet.
 
 
-def test_a_device_plugin_in_one_kubelets_directory_shows_up_on_that_node_only(joined, stopwatch):
-    """Each kubelet sees its own device-plugins directory at the hard-coded path: a plugin
-    registered in numa0's (the host's /var/lib/kubelet-numa0/device-plugins) is numa0's alone."""
+def declare_nvme_drives(entry: dict[str, Any], found: list[GuestPciDevice]) -> None:
+    """The host entry's inventory of the guest's NVMe controllers, each under its NUMA node (or
+    the host's `pciDevices` without affinity), as discover writes it."""
+    nodes = {node["id"]: node for node in entry["numaNodes"]}
+    for device in (d for d in found if d.driver == "nvme"):
+        declared = {
+            "address": device.address,
+            "class": device.pci_class,
+            "vendor": device.vendor,
+            "device": device.device,
+            "driver": device.driver,
+        }
+        owner = entry if device.numa_node == -1 else nodes[device.numa_node]
+        owner.setdefault("pciDevices", []).append(declared)
+
+
+def nvme_drives(view: HostView) -> dict[str, tuple[int, frozenset[str]]]:
+    """The guest's NVMe controllers read from sysfs: address -> (NUMA node, its device nodes)."""
+    return {
+        device.address: (device.numa_node, frozenset(n.path for n in device_nodes(view.host, device.address)))
+        for device in pci_devices(view.host)
+        if device.driver == "nvme"
+    }
+
+
+def nvme_capacity(core: kube_client.CoreV1Api, node_name: str) -> tuple[str | None, str | None]:
+    status = core.read_node(node_name).status
+    return (status.capacity or {}).get(NVME), (status.allocatable or {}).get(NVME)
+
+
+def nvme_pod(name: str) -> dict[str, Any]:
+    """A pod asking for one NVMe drive, no nodeSelector; it prints the device nodes it sees and
+    each controller's NUMA node, read inside its container, then sleeps."""
+    report = (
+        'for d in /dev/nvme* /dev/ng*; do [ -e "$d" ] && echo "node $d"; done; '
+        'for c in /sys/class/nvme/*; do [ -e "/dev/${c##*/}" ] && echo "numa ${c##*/} $(cat $c/device/numa_node)"; done; '
+        f"exec {' '.join(COMMAND)}"
+    )
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {
+            "containers": [
+                {
+                    "name": "drive",
+                    "image": WORKLOAD_IMAGE,
+                    "imagePullPolicy": "Never",
+                    "command": ["/bin/sh", "-c", report],
+                    "resources": {"limits": {NVME: "1", "cpu": "10m", "memory": "16Mi"}},
+                }
+            ],
+            "terminationGracePeriodSeconds": 0,
+        },
+    }
+
+
+def container_report(view: HostView, joined, pod: kube_client.V1Pod) -> tuple[frozenset[str], dict[str, int]]:
+    """What the pod's container printed (its log file under its kubelet's podLogsDir on the host):
+    the device nodes it has and the NUMA node of each controller among them."""
+    kubelet = next(k for k in joined["plan"].kubelets if k.node_name == pod.spec.node_name)
+    log_dir = f"{kubelet.layout.pod_logs_dir}/{NAMESPACE}_{pod.metadata.name}_{pod.metadata.uid}/drive"
+
+    def report() -> str | None:
+        out = view.sh(f"cat {q(log_dir)}/0.log 2>/dev/null || true")
+        return out if "numa " in out else None
+
+    text = wait_for(
+        f"{pod.metadata.name}'s report",
+        report,
+        60,
+        lambda: view.sh(f"ls -lR {q(log_dir)} 2>&1 || true"),
+    )
+    # CRI log lines: "<time> stdout F <line>".
+    lines = [line.split(" ", 3)[3] for line in text.splitlines() if line.count(" ") >= 3]
+    nodes = frozenset(line.split()[1] for line in lines if line.startswith("node "))
+    numa = {line.split()[1]: int(line.split()[2]) for line in lines if line.startswith("numa ")}
+    return nodes, numa
+
+
+def test_each_node_offers_exactly_its_numa_nodes_nvme_drives(joined, stopwatch):
+    """The real generic device plugin, one per kubelet in its own device-plugins directory, offers
+    each Node the NVMe drives of its NUMA node as the guest's sysfs places them, and the drive
+    without affinity on no Node."""
     view, core, plan = joined["view"], joined["core"], joined["plan"]
-    owner, other = plan.kubelets
-    view.host.run(
-        f"cat > {q(GUEST_DEVICE_PLUGIN)}.tmp && chmod 0755 {q(GUEST_DEVICE_PLUGIN)}.tmp && "
-        f"mv -f {q(GUEST_DEVICE_PLUGIN)}.tmp {q(GUEST_DEVICE_PLUGIN)}",
-        stdin=tool("test-device-plugin").read_bytes(),
-    )
-    view.sh(
-        f"systemd-run --unit={DEVICE_PLUGIN_UNIT} {q(GUEST_DEVICE_PLUGIN)} "
-        f"--dir={q(owner.layout.device_plugins_dir)} --resource={TEST_DEVICE} --devices=2"
-    )
-    try:
-        with stopwatch("real cluster: device plugin registered, extended resource on its Node"):
+    drives = nvme_drives(view)
+    per_node = {numa: sum(1 for node, _ in drives.values() if node == numa) for numa in (-1, 0, 1)}
+    assert per_node == {-1: 1, 0: 1, 1: 2}, drives  # as the machine was booted (ORIGIN_PCI)
+    for kubelet in plan.kubelets:
+        expected = str(per_node[kubelet.numa_node])
+        with stopwatch(f"real cluster: {NVME} on {kubelet.node_name}"):
             wait_for(
-                f"{TEST_DEVICE} in the capacity of {owner.node_name}",
-                lambda: (core.read_node(owner.node_name).status.capacity or {}).get(TEST_DEVICE) == "2",
+                f"{NVME}: {expected} in the capacity and allocatable of {kubelet.node_name}",
+                lambda k=kubelet, e=expected: nvme_capacity(core, k.node_name) == (e, e),
                 120,
-                lambda: view.sh(f"journalctl --no-pager -u {DEVICE_PLUGIN_UNIT} -n 20") + kubelet_journal(view, 0),
+                lambda k=kubelet: view.sh(f"journalctl --no-pager -u 'numa-device-plugin@numa{k.numa_node}-*' -n 30"),
             )
-        assert core.read_node(owner.node_name).status.allocatable[TEST_DEVICE] == "2"
-        assert TEST_DEVICE not in (core.read_node(other.node_name).status.capacity or {})
+    # Each kubelet offers its own drives under the resource, in the plan and the hosts output.
+    for kubelet in plan.kubelets:
+        [offered] = kubelet.devices
+        assert offered.resource == NVME
+        assert set(offered.addresses) == {a for a, (numa, _) in drives.items() if numa == kubelet.numa_node}
+
+
+def test_pods_asking_for_a_drive_get_one_of_their_nodes_numa_node_each_and_one_too_many_stays_pending(
+    joined, stopwatch
+):
+    """Pods without a nodeSelector asking for a drive: the real scheduler places them where one is
+    free; each container has exactly one drive's device nodes, on its Node's NUMA node; every drive
+    is used once; one more pod stays Pending for want of a drive."""
+    view, core, plan = joined["view"], joined["core"], joined["plan"]
+    drives = nvme_drives(view)
+    placed = sorted(address for address, (numa, _) in drives.items() if numa >= 0)
+    names = [f"drive-{index}" for index in range(len(placed) + 1)]
+    numa_of_node = {k.node_name: k.numa_node for k in plan.kubelets}
+    try:
+        for name in names[:-1]:
+            core.create_namespaced_pod(NAMESPACE, nvme_pod(name))
+        used: list[str] = []
+        for name in names[:-1]:
+            with stopwatch(f"real cluster: {name} scheduled with a drive and running"):
+                pod = wait_for(f"{name} running", lambda n=name: running_pod(core, n), POD_START_TIMEOUT, lambda: "")
+            nodes, numa = container_report(view, joined, pod)
+            [address] = [a for a, (_, own) in drives.items() if own == nodes]  # exactly one drive's nodes
+            assert drives[address][0] == numa_of_node[pod.spec.node_name], (address, pod.spec.node_name)
+            assert set(numa.values()) == {numa_of_node[pod.spec.node_name]}, numa  # read inside the container
+            used.append(address)
+        assert sorted(used) == placed  # each drive once; the one without affinity never
+        core.create_namespaced_pod(NAMESPACE, nvme_pod(names[-1]))
+        message = wait_for(f"{names[-1]} unschedulable", lambda: unschedulable_message(core, names[-1]), 60, lambda: "")
+        assert f"Insufficient {NVME}" in message
+        assert core.read_namespaced_pod(names[-1], NAMESPACE).status.phase == "Pending"
     finally:
-        view.sh(f"systemctl stop {DEVICE_PLUGIN_UNIT} 2>/dev/null || true; rm -f {q(GUEST_DEVICE_PLUGIN)}")
+        for name in names:
+            try:
+                core.delete_namespaced_pod(name, NAMESPACE, grace_period_seconds=0)
+            except ApiException as error:
+                if error.status != 404:
+                    raise
+        for name in names:
+            wait_for(f"{name} deleted", lambda n=name: pod_gone(core, n), POD_START_TIMEOUT, lambda: "")
+
+
+def test_a_kubelet_restart_re_registers_its_plugin_and_the_other_nodes_drives_stay(joined, stopwatch):
+    """A starting kubelet deletes the plugin's socket; the plugin, not restarted, registers with
+    it again; the other Node's drives never change meanwhile."""
+    view, core, plan = joined["view"], joined["core"], joined["plan"]
+    restarted, other = plan.kubelets
+    unit = f"kubelet@numa{restarted.numa_node}.service"
+    plugins = f"numa-device-plugin@numa{restarted.numa_node}-*"
+    before = {k.node_name: nvme_capacity(core, k.node_name) for k in plan.kubelets}
+    plugin_pids = view.sh(f"systemctl show -p MainPID --value {q(plugins)}")
+    view.sh(f"systemctl restart {unit}")
+    seen_other: set[tuple[str | None, str | None]] = set()
+
+    def registered_again() -> bool:
+        seen_other.add(nvme_capacity(core, other.node_name))
+        invocation = view.sh(f"systemctl show -p InvocationID --value {unit}")
+        log = view.sh(f"journalctl --no-pager _SYSTEMD_INVOCATION_ID={q(invocation)} | grep -F {q(NVME)} || true")
+        return "Got registration request from device plugin" in log
+
+    with stopwatch(f"real cluster: {restarted.node_name}'s device plugin registered again"):
+        wait_for(
+            f"the device plugin registered with the restarted {restarted.node_name}",
+            lambda: registered_again() and nvme_capacity(core, restarted.node_name) == before[restarted.node_name],
+            120,
+            lambda: (
+                view.sh(f"journalctl --no-pager -u {q(plugins)} -n 20") + kubelet_journal(view, restarted.numa_node)
+            ),
+        )
+    assert view.sh(f"systemctl show -p MainPID --value {q(plugins)}") == plugin_pids  # the plugin kept running
+    assert seen_other == {before[other.node_name]}
 
 
 # --- kube-proxy per NUMA node, and a host reboot -------------------------------------------

@@ -26,6 +26,10 @@ from .pci import PciDeviceLike
 from .qemu import API_PORT_FILE
 from .topology import ORIGIN, TopologyLike
 
+# The origin machine's PCI devices: what the real-cluster tier's device scenarios offer (one drive
+# on node 0, two on node 1, one no Node may offer); they cost its boot nothing measurable.
+ORIGIN_PCI = ("nvme@0", "nvme@1", "nvme@1", "nvme@-1")
+
 BootTestHost = Callable[..., TestHost]
 
 
@@ -84,8 +88,9 @@ def boot_testhost(
 
 @pytest.fixture(scope="session")
 def numa_host(boot_testhost: BootTestHost) -> TestHost:
-    """The origin machine (2 sockets; CPUs 0-3 on NUMA node 0, 4-7 on node 1), shared by the session."""
-    return boot_testhost(ORIGIN)
+    """The origin machine (2 sockets; CPUs 0-3 on NUMA node 0, 4-7 on node 1), shared by the
+    session, with NVMe drives on both NUMA nodes and one without affinity (ORIGIN_PCI)."""
+    return boot_testhost(ORIGIN, pci=ORIGIN_PCI)
 
 
 # The test host OSes the standalone real-kubelet scenarios run on (test_real_kubelet.py, each on a

@@ -391,3 +391,18 @@ def test_changing_a_nodes_devices_restarts_no_kubelet():
     assert [restart_revision(k, before) for k in before.kubelets] == [
         restart_revision(k, after) for k in after.kubelets
     ]
+
+
+def test_a_generic_resource_name_too_long_for_its_plugins_socket_is_refused():
+    """The generic plugin's socket path (numa_kubelets/devices.py) past 107 bytes never registers;
+    at NUMA node 1 the limit is 36 bytes, measured (docs/devices-host-notes.md)."""
+    fits = "example.com/" + "n" * (36 - len("example.com/"))
+    assert devices.generic_socket_path_length(fits, 1) == 106
+    assert devices.generic_socket_path_length(fits + "n", 1) == 110
+    assert [devices.longest_generic_resource(n) for n in (0, 10, 100, 1000)] == [36, 36, 33, 33]
+    plan_of(origin_config(hosts=[device_host()], devices=[{**NVME, "resource": fits}]))
+    problems = problems_of(origin_config(hosts=[device_host()], devices=[{**NVME, "resource": fits + "n"}]))
+    assert problems == [
+        f"devices[0].resource: '{fits}n' is too long for the generic device plugin of kubelet numa-a-numa0: its "
+        "socket path would take 110 bytes, Linux allows 107; use a resource name of at most 36 bytes"
+    ]
