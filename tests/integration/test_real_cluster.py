@@ -49,7 +49,7 @@ from numa_kubelets.placement import DemoPod, StackKubelets, judge_placement
 from numa_kubelets.plan import build_plan
 from tests.cri import WORKLOAD_IMAGE, CriTestClient, kube_proxy_image
 from tests.cri.kube_proxy_image import KUBE_PROXY_ARCHIVE, KUBE_PROXY_IMAGE
-from tests.integration.engine import Engine
+from tests.integration.engine import CommandFailed, Engine
 from tests.integration.hostcheck import HostView
 from tests.integration.realkubelet import (
     GUEST_KUBELET,
@@ -615,38 +615,32 @@ def nvme_capacity(core: kube_client.CoreV1Api, node_name: str) -> tuple[str | No
     return (status.capacity or {}).get(NVME), (status.allocatable or {}).get(NVME)
 
 
-def nvme_pod(name: str) -> dict[str, Any]:
-    """A pod asking for one NVMe drive, no nodeSelector; it prints the device nodes it sees and
-    each controller's NUMA node, read inside its container, then sleeps."""
-    report = (
+def nvme_pod(demo: DemoPod, name: str) -> dict[str, Any]:
+    """A demo pod (its restricted security context) without its nodeSelector, asking for one NVMe
+    drive; it prints the device nodes it sees and each controller's NUMA node, read inside its
+    container, then sleeps."""
+    manifest = demo.manifest()
+    manifest["metadata"]["name"] = name
+    manifest["metadata"]["labels"] = {"app.kubernetes.io/name": name}
+    del manifest["spec"]["nodeSelector"]
+    [container] = manifest["spec"]["containers"]
+    container["command"] = [
+        "/bin/sh",
+        "-c",
         'for d in /dev/nvme* /dev/ng*; do [ -e "$d" ] && echo "node $d"; done; '
-        'for c in /sys/class/nvme/*; do [ -e "/dev/${c##*/}" ] && echo "numa ${c##*/} $(cat $c/device/numa_node)"; done; '
-        f"exec {' '.join(COMMAND)}"
-    )
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": NAMESPACE},
-        "spec": {
-            "containers": [
-                {
-                    "name": "drive",
-                    "image": WORKLOAD_IMAGE,
-                    "imagePullPolicy": "Never",
-                    "command": ["/bin/sh", "-c", report],
-                    "resources": {"limits": {NVME: "1", "cpu": "10m", "memory": "16Mi"}},
-                }
-            ],
-            "terminationGracePeriodSeconds": 0,
-        },
-    }
+        'for c in /sys/class/nvme/*; do [ -e "/dev/${c##*/}" ] && echo "numa ${c##*/} $(cat "$c/device/numa_node")"; done; '
+        f"exec {' '.join(COMMAND)}",
+    ]
+    container["resources"] = {"limits": {NVME: "1", "cpu": "10m", "memory": "16Mi"}}
+    return manifest
 
 
 def container_report(view: HostView, joined, pod: kube_client.V1Pod) -> tuple[frozenset[str], dict[str, int]]:
     """What the pod's container printed (its log file under its kubelet's podLogsDir on the host):
     the device nodes it has and the NUMA node of each controller among them."""
     kubelet = next(k for k in joined["plan"].kubelets if k.node_name == pod.spec.node_name)
-    log_dir = f"{kubelet.layout.pod_logs_dir}/{NAMESPACE}_{pod.metadata.name}_{pod.metadata.uid}/drive"
+    [container] = pod.spec.containers
+    log_dir = f"{kubelet.layout.pod_logs_dir}/{NAMESPACE}_{pod.metadata.name}_{pod.metadata.uid}/{container.name}"
 
     def report() -> str | None:
         out = view.sh(f"cat {q(log_dir)}/0.log 2>/dev/null || true")
@@ -701,8 +695,9 @@ def test_pods_asking_for_a_drive_get_one_of_their_nodes_numa_node_each_and_one_t
     names = [f"drive-{index}" for index in range(len(placed) + 1)]
     numa_of_node = {k.node_name: k.numa_node for k in plan.kubelets}
     try:
+        demo = demo_pods(joined)[0]
         for name in names[:-1]:
-            core.create_namespaced_pod(NAMESPACE, nvme_pod(name))
+            core.create_namespaced_pod(NAMESPACE, nvme_pod(demo, name))
         used: list[str] = []
         for name in names[:-1]:
             with stopwatch(f"real cluster: {name} scheduled with a drive and running"):
@@ -713,7 +708,7 @@ def test_pods_asking_for_a_drive_get_one_of_their_nodes_numa_node_each_and_one_t
             assert set(numa.values()) == {numa_of_node[pod.spec.node_name]}, numa  # read inside the container
             used.append(address)
         assert sorted(used) == placed  # each drive once; the one without affinity never
-        core.create_namespaced_pod(NAMESPACE, nvme_pod(names[-1]))
+        core.create_namespaced_pod(NAMESPACE, nvme_pod(demo, names[-1]))
         message = wait_for(f"{names[-1]} unschedulable", lambda: unschedulable_message(core, names[-1]), 60, lambda: "")
         assert f"Insufficient {NVME}" in message
         assert core.read_namespaced_pod(names[-1], NAMESPACE).status.phase == "Pending"
@@ -757,6 +752,31 @@ def test_a_kubelet_restart_re_registers_its_plugin_and_the_other_nodes_drives_st
         )
     assert view.sh(f"systemctl show -p MainPID --value {q(plugins)}") == plugin_pids  # the plugin kept running
     assert seen_other == {before[other.node_name]}
+
+
+def test_a_declared_drive_the_host_lacks_fails_the_update_before_anything_changes(joined):
+    """The preflight finds a declared drive missing and names host, device, NUMA node and kubelet;
+    no command after it runs: no plugin's config or process changes."""
+    engine, view = joined["engine"], joined["view"]
+    changed = copy.deepcopy(joined["config"])
+    missing = {"address": "0000:7f:00.0", "class": "0x010802", "vendor": "0x1b36", "device": "0x0010"}
+    changed["hosts"][0]["numaNodes"][1]["pciDevices"].append({**missing, "driver": "nvme"})
+    plugins = "numa-device-plugin@*.service"
+    before = view.sh(
+        f"systemctl show -p MainPID --value {q(plugins)}; cat /run/numa-kubelets/numa*/device-plugin-*.yaml"
+    )
+    with pytest.raises(CommandFailed) as failed:
+        engine.up(changed)
+    assert failed.value.name == "numa-a-preflight"
+    assert (
+        "PCI device 0000:7f:00.0 of host numa-a (NUMA node 1, for kubelet numa-a-numa1) is missing"
+        in failed.value.result.stderr + failed.value.result.stdout
+    )
+    assert (
+        view.sh(f"systemctl show -p MainPID --value {q(plugins)}; cat /run/numa-kubelets/numa*/device-plugin-*.yaml")
+        == before
+    )
+    assert engine.up(joined["config"]) == []  # the stack as it was: nothing to do
 
 
 # --- kube-proxy per NUMA node, and a host reboot -------------------------------------------
