@@ -21,7 +21,6 @@ restart the plugin, and a plugin restart (a change of its devices) does not rest
 
 from __future__ import annotations
 
-import hashlib
 import shlex
 
 from .devices import GenericPluginInstance
@@ -33,8 +32,6 @@ q = shlex.quote
 SYSFS = "/sys"
 UNIT_PREFIX = "numa-device-plugin@"
 RUNTIME_DIR = "/run/numa-kubelets"
-# systemd refuses unit names longer than 255 characters; a domain may have 244.
-MAX_UNIT_NAME = 255
 # The plugin serves /health and /metrics over HTTP (`--listen`, default :8080, which every instance
 # would then share). Port 0: the kernel gives each instance a free port of its own, on loopback.
 LISTEN = "127.0.0.1:0"
@@ -43,13 +40,9 @@ DEVNAME_CHARSET = "A-Za-z0-9._+:/-"
 
 
 def instance_key(kubelet: KubeletPlan, plugin: GenericPluginInstance) -> str:
-    """`numa<N>-<domain>`: a valid unit instance name (a domain is a DNS-1123 subdomain: [a-z0-9.-]),
-    shortened with a digest when the unit name would pass systemd's limit."""
-    key = f"{kubelet.layout.instance}-{plugin.domain}"
-    if len(UNIT_PREFIX) + len(key) + len(".service") > MAX_UNIT_NAME:
-        digest = hashlib.sha256(plugin.domain.encode()).hexdigest()[:16]
-        key = f"{key[: MAX_UNIT_NAME - len(UNIT_PREFIX) - len('.service') - 17]}-{digest}"
-    return key
+    """`numa<N>-<domain>`: a valid unit instance name (a domain is a DNS-1123 subdomain: [a-z0-9.-];
+    a generic resource's name fits the plugin's socket path, devices.py, so at most 36 bytes)."""
+    return f"{kubelet.layout.instance}-{plugin.domain}"
 
 
 def unit_name(kubelet: KubeletPlan, plugin: GenericPluginInstance) -> str:

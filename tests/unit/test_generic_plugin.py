@@ -74,13 +74,6 @@ def test_one_unit_per_kubelet_and_domain_with_the_exact_exec_start():
     assert "PartOf=" not in unit.content and "After=kubelet@numa0.service\n" in unit.content
 
 
-def test_a_very_long_domain_gives_a_valid_unit_name():
-    domain = ".".join(["a" * 60] * 4)  # 243 characters
-    raw = config([{"resource": f"{domain}/nvme", "select": {"class": "0x0108"}}])
-    name = generic_plugin.unit_names(kubelet(plan_of(raw), 1))[0]
-    assert len(name) <= 255 and name.endswith(".service") and name.startswith("numa-device-plugin@numa1-")
-
-
 def test_the_host_path_overrides_the_stacks():
     raw = config(genericDevicePluginPath="/opt/gdp/bin/plugin")
     raw["genericDevicePluginPath"] = "/opt/stack/plugin"
