@@ -37,6 +37,7 @@ from tests.realcluster.controlplane import ControlPlane
 from tests.realengine.demo import NAMESPACE, DemoStack, demo_stack_config, dev_stack_config, parent_interface, plan_of
 from tests.realengine.engine import UpdateFailed
 from tests.realengine.relay import SshRelay
+from tests.testhost.pci import pci_devices
 from tests.timings import TIMINGS
 
 # The last family it needs: the kubernetes provider comes after the CLI and the doubles.
@@ -52,6 +53,7 @@ HOST_COMMANDS = (
 )
 PROBES = tuple(f"numa-demo-numa-a-numa{numa}-probe" for numa in (0, 1))
 NODE_READY_TIMEOUT = 300.0
+NVME = "0x010802"  # the PCI class of an NVMe controller
 
 
 @pytest.fixture(scope="module")
@@ -144,7 +146,18 @@ def test_the_stacks_host_is_what_discover_read_from_the_machine(deployed):
     [entry] = deployed["config"]["hosts"]
     [declared] = dev_stack_config()["hosts"]
     assert entry["hostKey"] == " ".join(deployed["host"].host_key.split()[:2])
-    assert (entry["numaNodes"], entry["systemCpus"]) == (declared["numaNodes"], declared["systemCpus"])
+    topology = [{"id": node["id"], "cpus": node["cpus"]} for node in entry["numaNodes"]]
+    assert (topology, entry["systemCpus"]) == (declared["numaNodes"], declared["systemCpus"])
+    # The machine's NVMe drives (tests/testhost/fixtures.py ORIGIN_PCI) under their NUMA nodes, as
+    # its sysfs places them.
+    drives = {
+        d["address"]: node["id"]
+        for node in entry["numaNodes"]
+        for d in node.get("pciDevices", [])
+        if d["class"] == NVME
+    }
+    on_the_machine = {d.address: d.numa_node for d in pci_devices(deployed["host"]) if d.pci_class == NVME}
+    assert drives == {a: n for a, n in on_the_machine.items() if n >= 0} and sorted(drives.values()) == [0, 1, 1]
 
 
 def test_a_fresh_stacks_preview_names_every_host_resource_and_shows_no_secret(deployed):
