@@ -39,8 +39,15 @@ DEFAULT_BOOT_TIMEOUT = 300.0
 BOOTS_AFTER_A_PANIC = 2
 
 
+# A boot whose serial console stays silent this long before SSH answers has stalled: seen once
+# under multi-threaded TCG (2026-12-06, the origin machine: systemd's units stopped half-started
+# 12 s into the boot, nothing more in 300 s). A normal boot prints every few seconds until sshd
+# answers (22-60 s in all); such a boot is booted again like a panicked one, not waited out.
+SILENT_CONSOLE_SECONDS = 120.0
+
+
 class GuestPanicked(TestHostError):
-    """The guest kernel panicked before SSH answered."""
+    """The guest kernel panicked, or its boot stalled, before SSH answered: booted again."""
 
 
 STATE_FILE = "testhost.json"
@@ -301,6 +308,7 @@ def _boot_once(
 def _wait_for_ssh(host: TestHost, deadline: float) -> None:
     """Until a real command runs: slirp accepts on the port long before sshd is up."""
     last_error: object = "sshd never answered on the forwarded port"
+    console_size, console_grew = -1, time.monotonic()
     while time.monotonic() < deadline:
         if not host.is_running():
             raise TestHostError(
@@ -309,6 +317,14 @@ def _wait_for_ssh(host: TestHost, deadline: float) -> None:
         panic = guest_panic(host.serial_log)
         if panic is not None:
             raise GuestPanicked(f"the guest kernel panicked during boot: {panic}\n{tail(host.serial_log)}")
+        size = host.serial_log.stat().st_size if host.serial_log.exists() else 0
+        if size != console_size:
+            console_size, console_grew = size, time.monotonic()
+        elif time.monotonic() - console_grew > SILENT_CONSOLE_SECONDS:
+            raise GuestPanicked(
+                f"the guest's boot stalled: its console was silent for {SILENT_CONSOLE_SECONDS:.0f} s and SSH "
+                f"never answered\n{tail(host.serial_log)}"
+            )
         # Probing the banner first keeps paramiko from logging a traceback
         # for every attempt made before sshd listens.
         if _sshd_banner_seen(host.port):

@@ -1,6 +1,9 @@
 """The stall reports a failing SSH quotes from the guest's serial console (tools.guest_stalls)."""
 
+import time
 from pathlib import Path
+
+import pytest
 
 from .tools import guest_panic, guest_stalls
 
@@ -56,3 +59,26 @@ def test_a_panicked_kernel_is_named_and_its_oops_quoted(tmp_path: Path) -> None:
     log.write_text(CONSOLE)
     assert guest_panic(log) is None
     assert guest_panic(tmp_path / "absent.log") is None
+
+
+def test_a_boot_whose_console_falls_silent_is_reported_as_stalled(tmp_path: Path, monkeypatch) -> None:
+    """host._wait_for_ssh raises GuestPanicked (booted again by host.boot) when the console stops
+    growing before SSH answers: here a console that never grows, and a port where nothing listens."""
+    from . import host as host_module
+    from .host import GuestPanicked, _wait_for_ssh
+
+    log = tmp_path / "serial.log"
+    log.write_text("[    0.000000] Linux version 6.1.0-28-cloud-amd64\n")
+
+    class SilentGuest:
+        serial_log = log
+        port = 9  # discard: nothing answers SSH there
+
+        def is_running(self) -> bool:
+            return True
+
+    monkeypatch.setattr(host_module, "SILENT_CONSOLE_SECONDS", 1.0)
+    started = time.monotonic()
+    with pytest.raises(GuestPanicked, match="console was silent for 1 s"):
+        _wait_for_ssh(SilentGuest(), deadline=started + 30)  # type: ignore[arg-type]
+    assert time.monotonic() - started < 10
