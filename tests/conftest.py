@@ -6,7 +6,25 @@ from hypothesis import settings
 from xdist.scheduler import LoadScopeScheduling
 
 from tests import realtools, timings
+from tests.integration.hostcheck import HostView
+from tests.integration.realkubelet import GUEST_KUBELET, install_built_program
 from tests.realcluster.fixtures import control_plane  # noqa: F401  (one per session, for every tier)
+
+# The emulated machines' fixtures, here once for every tier: a session fixture imported in two
+# conftests (or a test module) is made twice, e.g. two origin machines.
+from tests.testhost.fixtures import boot_testhost, numa_host, testhost_image, testhost_image_of  # noqa: F401
+
+
+@pytest.fixture(scope="session")
+def origin_kubelet(request):
+    """The built kubelet at GUEST_KUBELET on the shared origin machine (`numa_host`), for each
+    module that runs it there: copied once (about 15 s), removed at the end of the session. Its
+    version."""
+    host = request.getfixturevalue("numa_host")
+    version = install_built_program(HostView(host))
+    yield version
+    host.run(f"rm -f {GUEST_KUBELET}", check=False)
+
 
 # Timing belongs in benchmarks: a property test must not fail because CI is busy (e.g. with
 # the test host's qemu, which stays up for the whole session).

@@ -1,7 +1,8 @@
 """The Quick start of docs/getting-started.md, run as written, under the real engine against the emulated origin machine.
 
 `make testhost` boots the origin machine (2 NUMA nodes, CPUs 0-3 and 4-7) on 127.0.0.1:2222 with
-the built kubelet at the dev stack's kubeletPath; this test does the same, then runs the Quick
+the built kubelet at the dev stack's kubeletPath; this test takes the session's origin machine,
+booted the same way (tests/testhost/fixtures.py numa_host), then runs the Quick
 start's commands with the built CLI, its Python language host and the plugin cache of
 `make tools`, in the environment `. tools/pulumi-env.sh` makes, as the docs say:
 `pulumi stack init dev`, `pulumi preview --diff`, `pulumi up`,
@@ -17,40 +18,35 @@ import os
 import shlex
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests import realtools
 from tests.integration.hostcheck import DEV_STACK_CREATED_PATHS, DEV_STACK_UNITS, HostView
-from tests.testhost.fixtures import testhost_image  # noqa: F401  (a fixture)
-from tests.testhost.host import GUEST_KUBELET, TestHost, boot
+from tests.testhost.fixtures import ORIGIN_SSH_PORT
+from tests.testhost.host import TestHost
 from tests.testhost.image import Image
-from tests.testhost.topology import ORIGIN
 
 # The last family it needs: the CLI, its language host and the plugin doubles (pulumi) come
 # after the kubelet. A stack without a cluster loads no kubernetes provider.
 pytestmark = pytest.mark.realtools("pulumi")
 
 # Where Pulumi.dev.yaml points (and `make testhost` boots): the test must not choose another.
-DEV_STACK_PORT = 2222
+DEV_STACK_PORT = ORIGIN_SSH_PORT
 
 
 @pytest.fixture(scope="module")
-def origin_machine(testhost_image: Image, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestHost]:  # noqa: F811
-    """The machine `make testhost` boots: the origin topology on the dev stack's port, with the kubelet."""
-    realtools.require("kubelet")
-    host = boot(ORIGIN, tmp_path_factory.mktemp("quick-start-host"), DEV_STACK_PORT, image=testhost_image)
-    try:
-        host.install_executable(realtools.TOOLS_BIN / "kubelet", GUEST_KUBELET)
-        yield host
-    finally:
-        host.shutdown()
+def origin_machine(numa_host: TestHost, origin_kubelet: str) -> TestHost:
+    """The machine `make testhost` boots: the session's origin machine (tests/conftest.py), on the
+    dev stack's port, with the built kubelet at the dev stack's kubeletPath. The tiers before this
+    one left it as it was booted (each checks its destroy)."""
+    assert numa_host.port == DEV_STACK_PORT, "Pulumi.dev.yaml points at another port"
+    return numa_host
 
 
 @pytest.fixture(scope="module")
-def project(testhost_image: Image, tmp_path_factory: pytest.TempPathFactory) -> Path:  # noqa: F811
+def project(testhost_image: Image, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A copy of this repository's project, with its `.testhost` (the test host's login key, where
     Pulumi.dev.yaml's sshPrivateKeyPath looks) and `.venv`."""
     directory = realtools.copy_project(tmp_path_factory.mktemp("quick-start") / "numa-kubelets", "Pulumi.dev.yaml")

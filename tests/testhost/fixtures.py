@@ -1,8 +1,7 @@
 """pytest fixtures for tests that need the emulated NUMA host.
 
-Import them into a conftest.py:
-
-    from tests.testhost.fixtures import testhost_image, testhost_image_of, numa_host, boot_testhost  # noqa: F401
+tests/conftest.py imports them, once for every tier: a session fixture imported in two places
+would be made twice (two origin machines).
 
 Booting costs about 25 s of TCG emulation on 2 host cores, so the origin
 machine (`numa_host`) is booted once per session and shared; tests that
@@ -29,6 +28,10 @@ from .topology import ORIGIN, TopologyLike
 # The origin machine's PCI devices: what the real-cluster tier's device scenarios offer (one drive
 # on node 0, two on node 1, one no Node may offer); they cost its boot nothing measurable.
 ORIGIN_PCI = ("nvme@0", "nvme@1", "nvme@1", "nvme@-1")
+
+# The origin machine listens where Pulumi.dev.yaml (and `make testhost`) point, so the Quick start
+# test runs as written on it, not on a machine of its own (a boot and a kubelet copy saved).
+ORIGIN_SSH_PORT = 2222
 
 BootTestHost = Callable[..., TestHost]
 
@@ -59,8 +62,9 @@ def testhost_image_of(testhost_image: Image) -> Callable[[str], Image]:
 def boot_testhost(
     testhost_image_of: Callable[[str], Image], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[BootTestHost]:
-    """Factory: `boot_testhost(topology, memory_mib=2048, suite="bookworm", pci=())` -> a running
-    TestHost, stopped at session end; `pci` e.g. `["nvme@0", "nvme@1", "nvme@-1"]` (pci.py)."""
+    """Factory: `boot_testhost(topology, memory_mib=2048, suite="bookworm", pci=(), ssh_port=None)`
+    -> a running TestHost, stopped at session end; `pci` e.g. `["nvme@0", "nvme@1", "nvme@-1"]`
+    (pci.py); `ssh_port` None picks a free one."""
     started: list[TestHost] = []
 
     def boot_one(
@@ -68,11 +72,13 @@ def boot_testhost(
         memory_mib: int | None = None,
         suite: str = recipe.DEFAULT_SUITE,
         pci: Iterable[PciDeviceLike] = (),
+        ssh_port: int | None = None,
     ) -> TestHost:
         workdir: Path = tmp_path_factory.mktemp("testhost")
         host = boot(
             topology,
             workdir,
+            ssh_port,
             image=testhost_image_of(suite),
             memory_mib=memory_mib or DEFAULT_MEMORY_MIB,
             api_port_file=session_api_port_file(tmp_path_factory),
@@ -89,8 +95,9 @@ def boot_testhost(
 @pytest.fixture(scope="session")
 def numa_host(boot_testhost: BootTestHost) -> TestHost:
     """The origin machine (2 sockets; CPUs 0-3 on NUMA node 0, 4-7 on node 1), shared by the
-    session, with NVMe drives on both NUMA nodes and one without affinity (ORIGIN_PCI)."""
-    return boot_testhost(ORIGIN, pci=ORIGIN_PCI)
+    session, with NVMe drives on both NUMA nodes and one without affinity (ORIGIN_PCI), on the dev
+    stack's port (ORIGIN_SSH_PORT)."""
+    return boot_testhost(ORIGIN, pci=ORIGIN_PCI, ssh_port=ORIGIN_SSH_PORT)
 
 
 # The test host OSes the standalone real-kubelet scenarios run on (test_real_kubelet.py, each on a
