@@ -47,7 +47,9 @@ from numa_kubelets import cluster, placement
 from numa_kubelets.config import load_config
 from numa_kubelets.placement import DemoPod, StackKubelets, judge_placement
 from numa_kubelets.plan import build_plan
-from tests.cri import WORKLOAD_IMAGE, CriTestClient, kube_proxy_image
+from tests.cri import WORKLOAD_IMAGE, CriTestClient, device_plugin_image, kube_proxy_image
+from tests.cri.device_plugin_image import DEVICE_PLUGIN_ARCHIVE, DEVICE_PLUGIN_IMAGE
+from tests.cri.device_plugin_image import PROGRAM as DEVICE_PLUGIN_PROGRAM
 from tests.cri.kube_proxy_image import KUBE_PROXY_ARCHIVE, KUBE_PROXY_IMAGE
 from tests.integration.engine import CommandFailed, Engine
 from tests.integration.hostcheck import HostView
@@ -457,7 +459,7 @@ def run_hugepage_pod(joined, stopwatch, name: str) -> tuple[kube_client.V1Pod, d
     )
     # The pages were taken from node 1's own pool.
     assert sysfs_pool_pages(view, HUGEPAGE_NODE, "free_hugepages") == free_before - HUGEPAGE_POD_PAGES
-    return pod, container_status(view, HUGEPAGE_NODE, pod.metadata.uid)
+    return pod, view.process_status(workload_pid(view, HUGEPAGE_NODE, pod.metadata.uid))
 
 
 def delete_pod(core: kube_client.CoreV1Api, name: str) -> None:
@@ -754,6 +756,114 @@ def test_a_kubelet_restart_re_registers_its_plugin_and_the_other_nodes_drives_st
         )
     assert view.sh(f"systemctl show -p MainPID --value {q(plugins)}") == plugin_pids  # the plugin kept running
     assert seen_other == {before[other.node_name]}
+
+
+# A vendor's device plugin as vendors ship it: a DaemonSet whose pods mount the host path
+# /var/lib/kubelet/device-plugins. The real generic plugin stands in for one (an image built in the
+# guest), offering /dev/null, which every container has, under a resource of its own.
+VENDOR_PLUGIN = "vendor-device-plugin"
+VENDOR_PLUGIN_LABELS = {"app": VENDOR_PLUGIN}
+VENDOR_RESOURCE = "vendor.example/null"
+VENDOR_IMAGE_DIR = "/var/tmp/numa-kubelets-device-plugin-image"
+
+
+def vendor_plugin_daemonset() -> dict[str, Any]:
+    domain, name = VENDOR_RESOURCE.split("/")
+    device = json.dumps({"name": name, "groups": [{"paths": [{"path": "/dev/null"}]}]})
+    container = {
+        "name": VENDOR_PLUGIN,
+        "image": DEVICE_PLUGIN_IMAGE,
+        "imagePullPolicy": "Never",
+        "command": [f"/{DEVICE_PLUGIN_PROGRAM}", f"--device={device}", f"--domain={domain}", "--listen=127.0.0.1:0"],
+        "volumeMounts": [{"name": "device-plugins", "mountPath": "/var/lib/kubelet/device-plugins"}],
+    }
+    return {
+        "metadata": {"name": VENDOR_PLUGIN, "labels": VENDOR_PLUGIN_LABELS},
+        "spec": {
+            "selector": {"matchLabels": VENDOR_PLUGIN_LABELS},
+            "template": {
+                "metadata": {"labels": VENDOR_PLUGIN_LABELS},
+                "spec": {
+                    "tolerations": [{"operator": "Exists"}],
+                    "automountServiceAccountToken": False,
+                    "terminationGracePeriodSeconds": 1,
+                    "containers": [container],
+                    "volumes": [
+                        {
+                            "name": "device-plugins",
+                            "hostPath": {"path": "/var/lib/kubelet/device-plugins", "type": "Directory"},
+                        }
+                    ],
+                },
+            },
+        },
+    }
+
+
+def registrations(view: HostView, numa: int, resource: str) -> int:
+    """How often the running kubelet of NUMA node `numa` logged a registration of `resource`."""
+    unit = f"kubelet@numa{numa}.service"
+    invocation = view.sh(f"systemctl show -p InvocationID --value {unit}")
+    log = view.sh(f"journalctl --no-pager _SYSTEMD_INVOCATION_ID={q(invocation)}")
+    return sum(
+        1 for line in log.splitlines() if "Got registration request from device plugin" in line and resource in line
+    )
+
+
+def test_a_vendor_plugin_daemonset_registers_with_its_own_nodes_kubelet_on_each_numa_node(joined, stopwatch):
+    """The DaemonSet's pod on Node N, through the host path every vendor plugin mounts, reaches
+    kubelet N's own device-plugins directory (containerd N's view of it) and registers there: each
+    Node offers the plugin's one device, each kubelet got exactly one registration."""
+    host, view, core, plan = joined["host"], joined["view"], joined["core"], joined["plan"]
+    apps = kube_client.AppsV1Api(core.api_client)
+    with stopwatch("real cluster: device plugin image built in the guest and imported into both instances"):
+        host.run(
+            f"python3 - {q(GUEST_GENERIC_DEVICE_PLUGIN)} {q(VENDOR_IMAGE_DIR)}",
+            stdin=Path(device_plugin_image.__file__).read_bytes(),
+        )
+        for kubelet in plan.kubelets:
+            view.sh(
+                f"ctr --address {q(kubelet.layout.containerd_socket)} -n k8s.io images import "
+                f"{q(VENDOR_IMAGE_DIR)}/{DEVICE_PLUGIN_ARCHIVE} >/dev/null"
+            )
+        view.sh(f"rm -rf {q(VENDOR_IMAGE_DIR)}")
+    apps.create_namespaced_daemon_set("kube-system", vendor_plugin_daemonset())
+    try:
+        with stopwatch(f"real cluster: {VENDOR_RESOURCE} on every Node from the DaemonSet"):
+            wait_for(
+                f"{VENDOR_RESOURCE}: 1 in the allocatable of every Node",
+                lambda: all(
+                    (core.read_node(k.node_name).status.allocatable or {}).get(VENDOR_RESOURCE) == "1"
+                    for k in plan.kubelets
+                ),
+                POD_START_TIMEOUT,
+                lambda: (
+                    str(
+                        [
+                            (p.spec.node_name, p.status.phase)
+                            for p in core.list_namespaced_pod(
+                                "kube-system", label_selector=f"app={VENDOR_PLUGIN}"
+                            ).items
+                        ]
+                    )
+                    + kubelet_journal(view, 0)
+                    + kubelet_journal(view, 1)
+                ),
+            )
+        pods = core.list_namespaced_pod("kube-system", label_selector=f"app={VENDOR_PLUGIN}").items
+        assert sorted(p.spec.node_name for p in pods) == sorted(k.node_name for k in plan.kubelets)
+        # One registration per kubelet: each pod reached its own Node's kubelet, none the other's.
+        assert {k.numa_node: registrations(view, k.numa_node, VENDOR_RESOURCE) for k in plan.kubelets} == {0: 1, 1: 1}
+        # Nothing of the plugin's under the host's own directory, which no kubelet reads.
+        assert not view.sh("ls -A /var/lib/kubelet/device-plugins 2>/dev/null || true")
+    finally:
+        apps.delete_namespaced_daemon_set(VENDOR_PLUGIN, "kube-system")
+        wait_for(
+            f"the {VENDOR_PLUGIN} pods gone",
+            lambda: not core.list_namespaced_pod("kube-system", label_selector=f"app={VENDOR_PLUGIN}").items,
+            POD_START_TIMEOUT,
+            lambda: "",
+        )
 
 
 def test_a_declared_drive_the_host_lacks_fails_the_update_before_anything_changes(joined):
@@ -1394,24 +1504,32 @@ GUARANTEED_POD = "guaranteed-2-cpus"
 
 
 def guaranteed_pod(demo: DemoPod) -> dict[str, Any]:
-    """The demo pod of `demo`'s kubelet, as a Guaranteed pod with 2 integer CPUs."""
+    """The demo pod of `demo`'s kubelet, as a Guaranteed pod with 2 integer CPUs and one NVMe drive
+    (issue 43: a device pod under the single-numa-node Topology Manager)."""
     manifest = demo.manifest()
     manifest["metadata"]["name"] = GUARANTEED_POD
     manifest["metadata"]["labels"] = {"app.kubernetes.io/name": GUARANTEED_POD}
     [container] = manifest["spec"]["containers"]
-    container["resources"] = {"requests": {"cpu": "2", "memory": "64Mi"}, "limits": {"cpu": "2", "memory": "64Mi"}}
+    resources = {"cpu": "2", "memory": "64Mi", NVME: "1"}
+    container["resources"] = {"requests": resources, "limits": resources}
     return manifest
 
 
-def container_status(view: HostView, numa: int, uid: str) -> dict[str, str]:
-    """Cpus/Mems_allowed_list of the pod's workload process (`sleep`, not the sandbox's pause),
-    found in the pod's cgroup: Guaranteed pods sit right under numa<N>-kubepods.slice."""
+def workload_pid(view: HostView, numa: int, uid: str) -> int:
+    """The pod's workload process (`sleep`, not the sandbox's pause), found in the pod's cgroup:
+    Guaranteed pods sit right under numa<N>-kubepods.slice."""
     pod_slice = f"numa{numa}-kubepods-pod{uid.replace('-', '_')}.slice"
     scopes = f"/sys/fs/cgroup/numa{numa}.slice/numa{numa}-kubepods.slice/{pod_slice}/cri-containerd-*.scope"
     pids = view.sh(f"cat {scopes}/cgroup.procs").split()
     workload = [pid for pid in pids if view.sh(f"tr '\\0' ' ' < /proc/{int(pid)}/cmdline").strip() == " ".join(COMMAND)]
     assert len(workload) == 1, f"processes in {scopes}: {pids}"
-    return view.process_status(workload[0])
+    return int(workload[0])
+
+
+def container_device_nodes(view: HostView, pid: int) -> frozenset[str]:
+    """The NVMe device nodes in the container of process `pid`, seen through its root."""
+    names = view.sh(f"ls /proc/{pid}/root/dev").split()
+    return frozenset(f"/dev/{name}" for name in names if name.startswith(("nvme", "ng")))
 
 
 def cpu_manager_policy(view: HostView, numa: int) -> str | None:
@@ -1484,7 +1602,13 @@ def test_static_managers_give_a_guaranteed_pod_exclusive_cpus_of_its_numa_node(j
             lambda: kubelet_journal(view, 1),
         )
     assert pod.spec.node_name == demo.kubelet.node_name and pod.status.qos_class == "Guaranteed"
-    status = container_status(view, 1, pod.metadata.uid)
+    pid = workload_pid(view, 1, pod.metadata.uid)
+    status = view.process_status(pid)
+    # Admitted under single-numa-node with a drive: the generic plugin gives its devices no NUMA
+    # hint, so the CPU and memory managers' hints (node 1) decide; the drive is one of node 1's.
+    drives = nvme_drives(view)
+    [address] = [a for a, (_, nodes) in drives.items() if nodes == container_device_nodes(view, pid)]
+    assert drives[address][0] == 1, (address, drives)
     exclusive = set(parse_cpulist(status["Cpus_allowed_list"]))
     assert len(exclusive) == 2 and exclusive <= set(parse_cpulist(CPUS[1])), status
     assert status["Mems_allowed_list"] == "1"

@@ -74,6 +74,9 @@ class TestHost:
     suite: str = recipe.DEFAULT_SUITE
     # The emulated PCI devices it was booted with (pci.py), in the order given.
     pci: tuple[PciDevice, ...] = ()
+    # The qemu command line it was booted with: a reboot starts it again (qemu runs with -no-reboot).
+    qemu_argv: tuple[str, ...] = ()
+    reboots: int = 0
     _ssh: SshSession = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -122,12 +125,36 @@ class TestHost:
         self._ssh.close()
 
     def reboot(self, timeout: float = 300.0) -> None:
-        """`systemctl reboot`, then wait until SSH answers again and systemd has finished booting."""
+        """`systemctl reboot`: the guest shuts down and, at its reset, qemu exits (-no-reboot);
+        then the machine is started again on the same disk, a power cycle, and this waits until
+        SSH answers again and systemd has finished booting. A boot that panics or stalls is
+        power-cycled again, like a first boot (BOOTS_AFTER_A_PANIC)."""
+        if not self.qemu_argv:
+            raise TestHostError("this test host was not booted here (no qemu command line): it cannot be rebooted")
         # The connection may go down before the command returns.
         with contextlib.suppress(Exception):
             self.run("systemctl reboot", check=False, timeout=30)
         self.disconnect()
-        time.sleep(5)
+        deadline = time.monotonic() + timeout
+        while self.qemu.is_running():
+            if time.monotonic() > deadline:
+                raise TestHostError(
+                    f"the guest did not shut down within {timeout:.0f} s of `systemctl reboot`\n{tail(self.serial_log)}"
+                )
+            time.sleep(1)
+        for attempt in range(BOOTS_AFTER_A_PANIC + 1):
+            self.reboots += 1
+            # Each boot's console is kept: qemu starts the serial log afresh.
+            self.serial_log.rename(self.workdir / f"serial-before-reboot-{self.reboots}.log")
+            self.qemu = start_qemu(list(self.qemu_argv), self.qemu.pidfile, self.serial_log, self.workdir / "qemu.log")
+            try:
+                _wait_for_ssh(self, deadline=time.monotonic() + timeout)
+                break
+            except GuestPanicked as error:
+                self.qemu.stop()
+                if attempt == BOOTS_AFTER_A_PANIC:
+                    raise
+                print(f"testhost: power-cycled again after a failed reboot: {error}", file=sys.stderr, flush=True)
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -288,6 +315,7 @@ def _boot_once(
         qemu=qemu,
         suite=image.suite,
         pci=pci,
+        qemu_argv=tuple(argv),
     )
     try:
         _wait_for_ssh(host, deadline=started + timeout)

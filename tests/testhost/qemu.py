@@ -157,6 +157,10 @@ def qemu_command(
         f"file:{serial_log}",
         "-pidfile",
         str(pidfile),
+        # A guest reboot ends qemu; TestHost.reboot starts it again on the same disk, a power
+        # cycle. A warm reset left qemu 7.2's emulated NVMe controllers so that the next boot
+        # hung probing them (nvme_async_probe blocked for good, no SSH; once in six reboots).
+        "-no-reboot",
         "-daemonize",
     ]
 
