@@ -345,6 +345,12 @@ def _wait_for_ssh(host: TestHost, deadline: float) -> None:
         panic = guest_panic(host.serial_log)
         if panic is not None:
             raise GuestPanicked(f"the guest kernel panicked during boot: {panic}\n{tail(host.serial_log)}")
+        # A boot that reports stalls before SSH answers is not waited out either: seen in a cold CI
+        # run (2026-12-06, the Go build beside it), soft lockups in stop_machine 280 s into the
+        # boot, the console never silent and SSH never up.
+        stalls = guest_stalls(host.serial_log, limit=1)
+        if stalls:
+            raise GuestPanicked(f"the guest kernel reported a stall during boot: {stalls[0]}\n{tail(host.serial_log)}")
         size = host.serial_log.stat().st_size if host.serial_log.exists() else 0
         if size != console_size:
             console_size, console_grew = size, time.monotonic()

@@ -82,3 +82,24 @@ def test_a_boot_whose_console_falls_silent_is_reported_as_stalled(tmp_path: Path
     with pytest.raises(GuestPanicked, match="console was silent for 1 s"):
         _wait_for_ssh(SilentGuest(), deadline=started + 30)  # type: ignore[arg-type]
     assert time.monotonic() - started < 10
+
+
+def test_a_boot_whose_kernel_reports_a_stall_is_booted_again(tmp_path: Path) -> None:
+    """host._wait_for_ssh raises GuestPanicked (booted again by host.boot and TestHost.reboot) as
+    soon as the console shows a stall report before SSH answers, however busy the console is."""
+    from .host import GuestPanicked, _wait_for_ssh
+
+    log = tmp_path / "serial.log"
+    log.write_text(CONSOLE)
+
+    class StalledGuest:
+        serial_log = log
+        port = 9  # discard: nothing answers SSH there
+
+        def is_running(self) -> bool:
+            return True
+
+    started = time.monotonic()
+    with pytest.raises(GuestPanicked, match=r"reported a stall during boot: .*rcu_preempt detected stalls"):
+        _wait_for_ssh(StalledGuest(), deadline=started + 30)  # type: ignore[arg-type]
+    assert time.monotonic() - started < 10
