@@ -107,12 +107,15 @@ build_etcd() {
 # a real device plugin that advertises device nodes chosen by path globs, which the device tests
 # run once per NUMA kubelet (docs/devices-host-notes.md). Its module root is its main package;
 # the version ldflag is what its release build sets (else `--version` prints "was not built properly").
+# Beside it the tests' double of a plugin that reports its devices' NUMA node
+# (tools/topology-device-plugin: none that does can run on the emulated hosts; its main says why).
 build_generic_device_plugin() {
   local version
   version=$(version_of generic-device-plugin github.com/squat/generic-device-plugin)
   build generic-device-plugin generic-device-plugin github.com/squat/generic-device-plugin \
     -ldflags "-s -w -X github.com/squat/generic-device-plugin/version.Version=$version"
-  ready generic-device-plugin
+  build topology-device-plugin topology-device-plugin . -ldflags "-s -w"
+  ready generic-device-plugin topology-device-plugin
 }
 
 # The Pulumi CLI, with the flags of its release build (pulumi/pulumi .goreleaser.yml):

@@ -33,6 +33,7 @@ import copy
 import json
 import shlex
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -800,6 +801,19 @@ def vendor_plugin_daemonset() -> dict[str, Any]:
     }
 
 
+def import_image_built_in_guest(joined, builder: ModuleType, program: str, output_dir: str, archive: str) -> None:
+    """Runs the image builder module `builder` (tests/cri) in the guest on `program`, which writes
+    `archive` into `output_dir`; imports it into every kubelet's containerd and removes `output_dir`."""
+    view = joined["view"]
+    joined["host"].run(f"python3 - {q(program)} {q(output_dir)}", stdin=Path(builder.__file__).read_bytes())
+    for kubelet in joined["plan"].kubelets:
+        view.sh(
+            f"ctr --address {q(kubelet.layout.containerd_socket)} -n k8s.io images import "
+            f"{q(output_dir)}/{archive} >/dev/null"
+        )
+    view.sh(f"rm -rf {q(output_dir)}")
+
+
 def registrations(view: HostView, numa: int, resource: str) -> int:
     """How often the running kubelet of NUMA node `numa` logged a registration of `resource`."""
     unit = f"kubelet@numa{numa}.service"
@@ -814,19 +828,12 @@ def test_a_vendor_plugin_daemonset_registers_with_its_own_nodes_kubelet_on_each_
     """The DaemonSet's pod on Node N, through the host path every vendor plugin mounts, reaches
     kubelet N's own device-plugins directory (containerd N's view of it) and registers there: each
     Node offers the plugin's one device, each kubelet got exactly one registration."""
-    host, view, core, plan = joined["host"], joined["view"], joined["core"], joined["plan"]
+    view, core, plan = joined["view"], joined["core"], joined["plan"]
     apps = kube_client.AppsV1Api(core.api_client)
     with stopwatch("real cluster: device plugin image built in the guest and imported into both instances"):
-        host.run(
-            f"python3 - {q(GUEST_GENERIC_DEVICE_PLUGIN)} {q(VENDOR_IMAGE_DIR)}",
-            stdin=Path(device_plugin_image.__file__).read_bytes(),
+        import_image_built_in_guest(
+            joined, device_plugin_image, GUEST_GENERIC_DEVICE_PLUGIN, VENDOR_IMAGE_DIR, DEVICE_PLUGIN_ARCHIVE
         )
-        for kubelet in plan.kubelets:
-            view.sh(
-                f"ctr --address {q(kubelet.layout.containerd_socket)} -n k8s.io images import "
-                f"{q(VENDOR_IMAGE_DIR)}/{DEVICE_PLUGIN_ARCHIVE} >/dev/null"
-            )
-        view.sh(f"rm -rf {q(VENDOR_IMAGE_DIR)}")
     apps.create_namespaced_daemon_set("kube-system", vendor_plugin_daemonset())
     try:
         with stopwatch(f"real cluster: {VENDOR_RESOURCE} on every Node from the DaemonSet"):
@@ -1077,22 +1084,13 @@ def wait_for_kube_proxy_rules(view: HostView, cluster_ip: str) -> None:
 
 
 def test_kube_proxy_runs_once_per_numa_node_in_its_namespace_and_a_service_answers_from_each(joined, stopwatch):
-    host, view, core, plan = joined["host"], joined["view"], joined["core"], joined["plan"]
+    view, core, plan = joined["view"], joined["core"], joined["plan"]
     view.sh(f"echo br_netfilter > {BR_NETFILTER_CONF} && modprobe br_netfilter")
     route_pod_networks(joined)
     guest_kube_proxy = f"{GUEST_IMAGE_DIR}/kube-proxy"
     assert install_built_program(view, "kube-proxy", guest_kube_proxy) == joined["newer_version"]
     with stopwatch("real cluster: kube-proxy image built in the guest and imported into both instances"):
-        host.run(
-            f"python3 - {q(guest_kube_proxy)} {q(GUEST_IMAGE_DIR)}",
-            stdin=Path(kube_proxy_image.__file__).read_bytes(),
-        )
-        for kubelet in plan.kubelets:
-            view.sh(
-                f"ctr --address {q(kubelet.layout.containerd_socket)} -n k8s.io images import "
-                f"{q(GUEST_IMAGE_DIR)}/{KUBE_PROXY_ARCHIVE} >/dev/null"
-            )
-        view.sh(f"rm -rf {q(GUEST_IMAGE_DIR)}")
+        import_image_built_in_guest(joined, kube_proxy_image, guest_kube_proxy, GUEST_IMAGE_DIR, KUBE_PROXY_ARCHIVE)
     rbac = kube_client.RbacAuthorizationV1Api(core.api_client)
     core.create_namespaced_service_account("kube-system", {"metadata": {"name": KUBE_PROXY}})
     rbac.create_cluster_role_binding(
@@ -1495,6 +1493,61 @@ def test_a_canary_kubelet_runs_the_newer_version_next_to_the_older(joined, stopw
     recreate_demo_pods(joined)
 
 
+# Item 4 of issue 43 with a plugin that reports its devices' NUMA node. None that runs here does (the
+# generic plugin reports none; NVIDIA's, Intel's need their hardware; the SR-IOV plugin's module is
+# refused), so a double of one does: tools/topology-device-plugin, on the kubelet's own device plugin
+# API, one resource per process. Both run for kubelet 1: one offers a device of its own NUMA node, the
+# other a device of node 0, as a device given to another node's kubelet would report.
+GUEST_TOPOLOGY_PLUGIN = "/usr/local/bin/topology-device-plugin"
+TOPOLOGY_RESOURCES = {1: "numa-kubelets.test/numa1-device", 0: "numa-kubelets.test/numa0-device"}
+TOPOLOGY_ALLOCATED_ENV = "TOPOLOGY_DOUBLE_DEVICES"  # what the double's Allocate sets in the container
+REMOTE_DEVICE_POD = "remote-device"
+
+
+def topology_plugin_unit(device_node: int) -> str:
+    return f"topology-device-plugin-numa{device_node}.service"
+
+
+def start_topology_plugins(joined, kubelet) -> None:
+    """Both doubles, registered with `kubelet` (in its slice), until each Node offers their device."""
+    view, core = joined["view"], joined["core"]
+    install_built_program(view, "topology-device-plugin", GUEST_TOPOLOGY_PLUGIN)
+    for device_node, resource in TOPOLOGY_RESOURCES.items():
+        view.sh(
+            f"systemd-run --quiet --collect --unit={topology_plugin_unit(device_node)} "
+            f"--slice=numa{kubelet.numa_node}.slice {GUEST_TOPOLOGY_PLUGIN} "
+            f"--dir={q(kubelet.layout.device_plugins_dir)} --resource={q(resource)} --numa-node={device_node}"
+        )
+    wait_for(
+        f"{', '.join(TOPOLOGY_RESOURCES.values())}: 1 each in {kubelet.node_name}'s allocatable",
+        lambda: all(
+            (core.read_node(kubelet.node_name).status.allocatable or {}).get(resource) == "1"
+            for resource in TOPOLOGY_RESOURCES.values()
+        ),
+        60,
+        lambda: (
+            view.sh(" ; ".join(f"journalctl --no-pager -u {topology_plugin_unit(n)}" for n in TOPOLOGY_RESOURCES))
+            + kubelet_journal(view, kubelet.numa_node)
+        ),
+    )
+
+
+def stop_topology_plugins(view: HostView) -> None:
+    units = " ".join(topology_plugin_unit(n) for n in TOPOLOGY_RESOURCES)
+    view.sh(f"systemctl stop {units} 2>/dev/null || true")
+
+
+def remote_device_pod(demo: DemoPod) -> dict[str, Any]:
+    """A Guaranteed pod of `demo`'s Node asking for the double's device of the other NUMA node."""
+    manifest = demo.manifest()
+    manifest["metadata"]["name"] = REMOTE_DEVICE_POD
+    manifest["metadata"]["labels"] = {"app.kubernetes.io/name": REMOTE_DEVICE_POD}
+    [container] = manifest["spec"]["containers"]
+    resources = {"cpu": "1", "memory": "64Mi", TOPOLOGY_RESOURCES[1 - demo.kubelet.numa_node]: "1"}
+    container["resources"] = {"requests": resources, "limits": resources}
+    return manifest
+
+
 STATIC_MANAGERS = {
     "cpuManagerPolicy": "static",
     "memoryManagerPolicy": "Static",
@@ -1504,13 +1557,14 @@ GUARANTEED_POD = "guaranteed-2-cpus"
 
 
 def guaranteed_pod(demo: DemoPod) -> dict[str, Any]:
-    """The demo pod of `demo`'s kubelet, as a Guaranteed pod with 2 integer CPUs and one NVMe drive
-    (issue 43: a device pod under the single-numa-node Topology Manager)."""
+    """The demo pod of `demo`'s kubelet, as a Guaranteed pod with 2 integer CPUs, one NVMe drive (its
+    plugin reports no NUMA node) and one device of the topology double's on its own NUMA node (issue 43:
+    device pods under the single-numa-node Topology Manager)."""
     manifest = demo.manifest()
     manifest["metadata"]["name"] = GUARANTEED_POD
     manifest["metadata"]["labels"] = {"app.kubernetes.io/name": GUARANTEED_POD}
     [container] = manifest["spec"]["containers"]
-    resources = {"cpu": "2", "memory": "64Mi", NVME: "1"}
+    resources = {"cpu": "2", "memory": "64Mi", NVME: "1", TOPOLOGY_RESOURCES[demo.kubelet.numa_node]: "1"}
     container["resources"] = {"requests": resources, "limits": resources}
     return manifest
 
@@ -1593,6 +1647,29 @@ def test_static_managers_give_a_guaranteed_pod_exclusive_cpus_of_its_numa_node(j
     check_reservations_against_sysfs(view)
     recreate_demo_pods(joined)
     demo = demo_pods(joined)[1]
+    try:
+        with stopwatch("real cluster: topology-reporting device plugin doubles registered with kubelet 1"):
+            start_topology_plugins(joined, demo.kubelet)
+        check_guaranteed_pods_under_single_numa_node(joined, stopwatch, demo)
+    finally:
+        stop_topology_plugins(view)
+    # The restarted kubelets read the pools again (set again after the reboot): node 1's own only.
+    for kubelet in joined["plan"].kubelets:
+        capacity = core.read_node(kubelet.node_name).status.capacity
+        expected = HUGEPAGES if kubelet.numa_node == HUGEPAGE_NODE else 0
+        assert (
+            quantity_bytes(capacity.get(f"hugepages-{HUGEPAGE_KIB // 1024}Mi", "0")) == expected * HUGEPAGE_KIB * 1024
+        )
+    # A hugepage pod under the Static memory manager: its pages and its memory from node 1.
+    _, status = run_hugepage_pod(joined, stopwatch, f"{HUGEPAGE_POD}-static")
+    assert status["Mems_allowed_list"] == str(HUGEPAGE_NODE)
+    delete_pod(core, f"{HUGEPAGE_POD}-static")
+
+
+def check_guaranteed_pods_under_single_numa_node(joined, stopwatch, demo: DemoPod) -> None:
+    """A Guaranteed pod with devices of its own NUMA node (and one with none) is admitted, its CPUs
+    exclusive and of its node; a pod asking for a device that reports the other node is refused."""
+    view, core = joined["view"], joined["core"]
     core.create_namespaced_pod(NAMESPACE, guaranteed_pod(demo))
     with stopwatch("real cluster: Guaranteed pod with 2 CPUs running on node 1"):
         pod = wait_for(
@@ -1605,10 +1682,13 @@ def test_static_managers_give_a_guaranteed_pod_exclusive_cpus_of_its_numa_node(j
     pid = workload_pid(view, 1, pod.metadata.uid)
     status = view.process_status(pid)
     # Admitted under single-numa-node with a drive: the generic plugin gives its devices no NUMA
-    # hint, so the CPU and memory managers' hints (node 1) decide; the drive is one of node 1's.
+    # hint, so the CPU and memory managers' hints and the double's (node 1 all) decide; the drive is
+    # one of node 1's, the double's device the one on node 1.
     drives = nvme_drives(view)
     [address] = [a for a, (_, nodes) in drives.items() if nodes == container_device_nodes(view, pid)]
     assert drives[address][0] == 1, (address, drives)
+    environment = view.sh(f"tr '\\0' '\\n' < /proc/{pid}/environ").splitlines()
+    assert f"{TOPOLOGY_ALLOCATED_ENV}=numa1-device0" in environment, environment
     exclusive = set(parse_cpulist(status["Cpus_allowed_list"]))
     assert len(exclusive) == 2 and exclusive <= set(parse_cpulist(CPUS[1])), status
     assert status["Mems_allowed_list"] == "1"
@@ -1630,17 +1710,21 @@ def test_static_managers_give_a_guaranteed_pod_exclusive_cpus_of_its_numa_node(j
     )
     # Gracefully, and until gone: its sandbox is torn down by the kubelet, network namespace and all.
     delete_pod(core, GUARANTEED_POD)
-    # The restarted kubelets read the pools again (set again after the reboot): node 1's own only.
-    for kubelet in joined["plan"].kubelets:
-        capacity = core.read_node(kubelet.node_name).status.capacity
-        expected = HUGEPAGES if kubelet.numa_node == HUGEPAGE_NODE else 0
-        assert (
-            quantity_bytes(capacity.get(f"hugepages-{HUGEPAGE_KIB // 1024}Mi", "0")) == expected * HUGEPAGE_KIB * 1024
+    # A device that reports node 0 on node 1's Node: the device hint (node 0) and the CPU and memory
+    # hints (node 1, all this kubelet has) share no NUMA node, and the kubelet refuses the pod at
+    # admission rather than run it across nodes.
+    core.create_namespaced_pod(NAMESPACE, remote_device_pod(demo))
+    with stopwatch("real cluster: a pod with a device of the other NUMA node refused"):
+        refused = wait_for(
+            "the remote-device pod Failed",
+            lambda: (pod := core.read_namespaced_pod(REMOTE_DEVICE_POD, NAMESPACE)).status.phase == "Failed" and pod,
+            POD_START_TIMEOUT,
+            lambda: kubelet_journal(view, 1),
         )
-    # A hugepage pod under the Static memory manager: its pages and its memory from node 1.
-    _, status = run_hugepage_pod(joined, stopwatch, f"{HUGEPAGE_POD}-static")
-    assert status["Mems_allowed_list"] == str(HUGEPAGE_NODE)
-    delete_pod(core, f"{HUGEPAGE_POD}-static")
+    assert refused.spec.node_name == demo.kubelet.node_name
+    assert refused.status.reason == "TopologyAffinityError", refused.status
+    assert not refused.status.container_statuses or not any(c.state.running for c in refused.status.container_statuses)
+    delete_pod(core, REMOTE_DEVICE_POD)
 
 
 def test_back_to_no_managers_is_a_rolling_restart_that_removes_their_state_again(joined, stopwatch):
