@@ -11,7 +11,8 @@ reproducible (fixed mtimes and owners).
   only has to hold the pod's namespaces: it sleeps. containerd stops sandboxes with SIGKILL.
 - WORKLOAD_IMAGE: the demo workload; busybox with its applets, `sleep 3600` by default.
 
-kube_proxy_image.py builds one more image at test time with write_docker_archive.
+kube_proxy_image.py and device_plugin_image.py build more images at test time with
+write_program_image.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import io
 import json
 import sys
 import tarfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import BinaryIO
 
@@ -101,6 +103,42 @@ def write_docker_archive(path: Path, reference: str, command: list[str], path_en
         info = tarfile.TarInfo("manifest.json")
         info.size, info.mode = len(manifest), 0o644
         add_member(archive, info, manifest)
+
+
+def with_parents(paths: Iterable[str]) -> set[str]:
+    """`paths` and every directory above them ("var/lib/kubelet" -> also "var", "var/lib")."""
+    parts = (path.split("/") for path in paths)
+    return {"/".join(words[: i + 1]) for words in parts for i in range(len(words))}
+
+
+def write_program_image(
+    output: Path,
+    archive_name: str,
+    reference: str,
+    command: list[str],
+    path_env: str,
+    files: dict[str, Path],
+    directories: Iterable[str],
+) -> None:
+    """A one-layer image of programs built at test time, written to `output`/`archive_name`:
+    `files` (path in the image -> file here, executable, streamed, a symlink followed: a library
+    under the name the loader looks for), `directories` (those runc mounts over, /tmp sticky) and
+    every directory above them. The layer goes through a file: a program can be large."""
+    output.mkdir(parents=True, exist_ok=True)
+    layer_file = output / f"{archive_name}.layer"
+    parents = with_parents(name.rsplit("/", 1)[0] for name in files if "/" in name)
+    with tarfile.open(layer_file, mode="w", format=tarfile.PAX_FORMAT) as archive:
+        for directory in sorted(with_parents(directories) | parents):
+            info = tarfile.TarInfo(directory)
+            info.type, info.mode = tarfile.DIRTYPE, 0o1777 if directory == "tmp" else 0o755
+            add_member(archive, info)
+        for name, source in sorted(files.items()):
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = source.stat().st_size, 0o755
+            with source.open("rb") as data:
+                add_stream(archive, info, data)
+    write_docker_archive(output / archive_name, reference, command, path_env, layer_file)
+    layer_file.unlink()
 
 
 def main(argv: list[str]) -> int:

@@ -9,7 +9,7 @@ import tarfile
 
 import pytest
 
-from tests.cri.build_test_images import IMAGES, layer, write_docker_archive
+from tests.cri.build_test_images import IMAGES, layer, write_docker_archive, write_program_image
 from tests.cri.kubelet_side import ContainerSpec, PodSpec, pod_cgroup_parent, systemd_slice_path
 
 UID = "0f6a3b1e-7c2d-4e5f-8a9b-0c1d2e3f4a5b"
@@ -90,3 +90,50 @@ def test_image_archives_are_reproducible_docker_archives_with_a_matching_diff_id
     with tarfile.open(fileobj=io.BytesIO(layer_tar)) as opened:
         names = opened.getnames()
     assert "bin/busybox" in names and "bin/sleep" in names
+
+
+def test_a_program_image_holds_its_files_executable_under_every_parent_directory(tmp_path):
+    program = tmp_path / "plugin"
+    program.write_bytes(b"\x7fELF fake plugin")
+    library = tmp_path / "libfake.so.1"
+    library.write_bytes(b"\x7fELF fake library")
+    files = {"usr/local/bin/plugin": program, "lib/x86_64-linux-gnu/libfake.so.1": library}
+    directories = ("dev", "tmp", "var/lib/kubelet/device-plugins")
+    write_program_image(
+        tmp_path / "out",
+        "plugin.tar",
+        "example.test/plugin:built",
+        ["/usr/local/bin/plugin"],
+        "/usr/local/bin",
+        files,
+        directories,
+    )
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["plugin.tar"]  # the layer file removed
+    with tarfile.open(tmp_path / "out" / "plugin.tar") as opened:
+        (manifest,) = json.load(opened.extractfile("manifest.json"))
+        config = json.load(opened.extractfile(manifest["Config"]))
+        stored_layer = opened.extractfile(manifest["Layers"][0]).read()
+    assert manifest["RepoTags"] == ["example.test/plugin:built"]
+    assert config["config"] == {"Cmd": ["/usr/local/bin/plugin"], "Env": ["PATH=/usr/local/bin"]}
+    with tarfile.open(fileobj=io.BytesIO(stored_layer)) as opened:
+        members = {m.name: m for m in opened.getmembers()}
+        assert opened.extractfile("usr/local/bin/plugin").read() == b"\x7fELF fake plugin"
+    directories_found = sorted(name for name, m in members.items() if m.isdir())
+    assert directories_found == [
+        "dev",
+        "lib",
+        "lib/x86_64-linux-gnu",
+        "tmp",
+        "usr",
+        "usr/local",
+        "usr/local/bin",
+        "var",
+        "var/lib",
+        "var/lib/kubelet",
+        "var/lib/kubelet/device-plugins",
+    ]
+    assert members["tmp"].mode == 0o1777 and members["var/lib/kubelet"].mode == 0o755
+    assert {name: m.mode for name, m in members.items() if m.isfile()} == {
+        "usr/local/bin/plugin": 0o755,
+        "lib/x86_64-linux-gnu/libfake.so.1": 0o755,
+    }
