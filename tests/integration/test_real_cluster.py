@@ -1537,15 +1537,20 @@ def stop_topology_plugins(view: HostView) -> None:
     view.sh(f"systemctl stop {units} 2>/dev/null || true")
 
 
-def remote_device_pod(demo: DemoPod) -> dict[str, Any]:
-    """A Guaranteed pod of `demo`'s Node asking for the double's device of the other NUMA node."""
+def guaranteed_variant(demo: DemoPod, name: str, resources: dict[str, str]) -> dict[str, Any]:
+    """The demo pod of `demo`'s kubelet as a Guaranteed pod `name`: `resources` its requests and limits."""
     manifest = demo.manifest()
-    manifest["metadata"]["name"] = REMOTE_DEVICE_POD
-    manifest["metadata"]["labels"] = {"app.kubernetes.io/name": REMOTE_DEVICE_POD}
+    manifest["metadata"]["name"] = name
+    manifest["metadata"]["labels"] = {"app.kubernetes.io/name": name}
     [container] = manifest["spec"]["containers"]
-    resources = {"cpu": "1", "memory": "64Mi", TOPOLOGY_RESOURCES[1 - demo.kubelet.numa_node]: "1"}
     container["resources"] = {"requests": resources, "limits": resources}
     return manifest
+
+
+def remote_device_pod(demo: DemoPod) -> dict[str, Any]:
+    """A Guaranteed pod of `demo`'s Node asking for the double's device of the other NUMA node."""
+    other = 1 - demo.kubelet.numa_node
+    return guaranteed_variant(demo, REMOTE_DEVICE_POD, {"cpu": "1", "memory": "64Mi", TOPOLOGY_RESOURCES[other]: "1"})
 
 
 STATIC_MANAGERS = {
@@ -1560,13 +1565,8 @@ def guaranteed_pod(demo: DemoPod) -> dict[str, Any]:
     """The demo pod of `demo`'s kubelet, as a Guaranteed pod with 2 integer CPUs, one NVMe drive (its
     plugin reports no NUMA node) and one device of the topology double's on its own NUMA node (issue 43:
     device pods under the single-numa-node Topology Manager)."""
-    manifest = demo.manifest()
-    manifest["metadata"]["name"] = GUARANTEED_POD
-    manifest["metadata"]["labels"] = {"app.kubernetes.io/name": GUARANTEED_POD}
-    [container] = manifest["spec"]["containers"]
-    resources = {"cpu": "2", "memory": "64Mi", NVME: "1", TOPOLOGY_RESOURCES[demo.kubelet.numa_node]: "1"}
-    container["resources"] = {"requests": resources, "limits": resources}
-    return manifest
+    own = TOPOLOGY_RESOURCES[demo.kubelet.numa_node]
+    return guaranteed_variant(demo, GUARANTEED_POD, {"cpu": "2", "memory": "64Mi", NVME: "1", own: "1"})
 
 
 def workload_pid(view: HostView, numa: int, uid: str) -> int:
