@@ -31,8 +31,8 @@ class ToolMissing(AssertionError):
 # family are ordered by it (`pytest.mark.realtools(family)`, the last family they need) and
 # wait in `wait_until_built` for what is not there yet.
 BUILD_ORDER = (
-    "kubelet",
     "pulumi",
+    "kubelet",
     "kubernetes",
     "etcd",
     "generic_device_plugin",

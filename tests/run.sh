@@ -4,10 +4,11 @@
 # (tools/build-in-background.sh: the emulated hosts keep their pace; the build takes the CPU
 # time the tests leave idle). The tests that need no built program run first; those marked
 # `realtools(family)` follow in the order the build finishes the families, each waiting for
-# the programs it asks for (tests/realtools.py). Every real-host scenario runs the real kubelet,
-# which the build makes first (about 9 minutes on a fresh machine); the whole build takes about
-# 35 minutes alone, and far longer beside the emulated hosts. On a machine that built before,
-# seconds.
+# the programs it asks for (tests/realtools.py). Every real-host scenario runs the real kubelet
+# through the Pulumi engine, which the build makes first (both about 12 minutes on a fresh
+# machine; the engine's own tests run once it is there, while the kubelet builds); the whole build
+# takes about 23 minutes alone, and far longer beside the emulated hosts. On a machine that built
+# before, seconds.
 #
 #   tests/run.sh                 every tier
 #   tests/run.sh -x -k cluster   pytest arguments

@@ -67,9 +67,10 @@ kubernetes_ldflags() {
   echo "$x"
 }
 
-# The kubelet first: every real-host test runs it, and it compiles three quarters of what the
-# control plane does (by source size), so those tests start before the rest is built. Built on its
-# own, not as a link to the multi-call binary below: it is copied into the emulated hosts.
+# The kubelet right after the engine: every real-host test runs it (through the engine), and it
+# compiles three quarters of what the control plane does (by source size), so those tests start
+# before the rest is built. Built on its own, not as a link to the multi-call binary below: it is
+# copied into the emulated hosts.
 build_kubelet() {
   build kubelet kubernetes k8s.io/kubernetes/cmd/kubelet -ldflags "$(kubernetes_ldflags kubernetes)"
   # The KubeletConfiguration fields of this release, for the check of the core's copy.
@@ -196,14 +197,26 @@ build_pulumi_kubernetes() {
   ready pulumi-resource-kubernetes
 }
 
+# prefetch_modules MODULE_DIR PACKAGE: downloads, in the background, the modules PACKAGE's build
+# will need (`go list -deps` fetches what it loads), so that they arrive while the family before
+# it compiles. The module cache locks each download: the build waits for one still under way.
+prefetch_modules() {
+  (cd "$tools_dir/$1" && go list -deps "$2" >/dev/null 2>&1) &
+}
+
 families=("$@")
 # pulumi before its providers: installing a plugin takes the CLI. The order is the one the tests
-# that need them run in (tests/realtools.py BUILD_ORDER): the kubelet's first, then the engine
-# (the CLI, its language host, the plugin doubles), which every standalone real-host scenario
-# runs the program through, so they run while the control plane builds.
-[ ${#families[@]} -gt 0 ] || families=(kubelet pulumi kubernetes etcd generic_device_plugin kubelet_previous pulumi_kubernetes)
+# that need them run in (tests/realtools.py BUILD_ORDER). The engine first (the CLI, its language
+# host, the plugin doubles: a third of the kubelet's build), so that the engine's own tests run
+# while the kubelet builds; then the kubelet, which every real-host scenario needs beside the
+# engine, so they start as soon as both are there and run while the control plane builds.
+if [ ${#families[@]} -eq 0 ]; then
+  families=(pulumi kubelet kubernetes etcd generic_device_plugin kubelet_previous pulumi_kubernetes)
+  prefetch_modules kubernetes k8s.io/kubernetes/cmd/kubelet
+fi
 for family in "${families[@]}"; do
   declare -F "build_$family" >/dev/null || { echo "tools/build.sh: unknown program family $family" >&2; exit 2; }
   "build_$family"
 done
+wait # the prefetch, long over
 echo "tools built in $((SECONDS - total_started)) s into $bin_dir"

@@ -30,7 +30,7 @@ from tests.testhost.image import Image
 
 # The last family it needs: the CLI, its language host and the plugin doubles (pulumi) come
 # after the kubelet. A stack without a cluster loads no kubernetes provider.
-pytestmark = pytest.mark.realtools("pulumi")
+pytestmark = pytest.mark.realtools("kubelet")  # and the engine, built before it
 
 # Where Pulumi.dev.yaml points (and `make testhost` boots): the test must not choose another.
 DEV_STACK_PORT = ORIGIN_SSH_PORT

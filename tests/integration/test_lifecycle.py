@@ -30,7 +30,7 @@ from tests.realengine.engine import UpdateFailed, project_engine
 from tests.timings import TIMINGS
 
 # The last family it needs: the CLI, its language host and the plugin doubles come after the kubelet.
-pytestmark = pytest.mark.realtools("pulumi")
+pytestmark = pytest.mark.realtools("kubelet")  # and the engine, built before it
 
 
 def stack_for(host, base: str = "dev") -> dict:

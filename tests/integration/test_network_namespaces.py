@@ -45,7 +45,7 @@ from tests.testhost.ssh import SshSession
 from tests.timings import TIMINGS
 
 # The last family it needs: the CLI, its language host and the plugin doubles come after the kubelet.
-pytestmark = pytest.mark.realtools("pulumi")
+pytestmark = pytest.mark.realtools("kubelet")  # and the engine, built before it
 
 q = shlex.quote
 ADDRESSES = {0: "10.0.2.21/24", 1: "10.0.2.22/24"}

@@ -62,7 +62,7 @@ from tests.testhost.topology import format_cpulist
 from tests.timings import TIMINGS, Stopwatch
 
 # The last family it needs: the CLI, its language host and the plugin doubles come after the kubelet.
-pytestmark = pytest.mark.realtools("pulumi")
+pytestmark = pytest.mark.realtools("kubelet")  # and the engine, built before it
 
 q = shlex.quote
 

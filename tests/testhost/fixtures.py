@@ -13,6 +13,7 @@ it is never skipped.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
@@ -43,9 +44,41 @@ def session_api_port_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def testhost_image() -> Image:
-    """The cached image of the default suite (built on first use, about 35 s)."""
-    return ensure_image()
+def testhost_image(request: pytest.FixtureRequest) -> Image:
+    """The cached image of the default suite (built on first use, about two minutes). The images
+    of the other suites the session boots machines of are then built beside the tests that come
+    first (under tests/run.sh they wait for the real programs' build anyway), not when their
+    machine boots: `ensure_image` waits for such a build under its lock, or builds what it left."""
+    image = ensure_image()
+    later = suites_booted_later(request.session.items) - {image.suite}
+    if later:
+        builder = threading.Thread(target=build_images, args=(sorted(later),), name="testhost images", daemon=True)
+        builder.start()
+        request.addfinalizer(builder.join)  # a session that ends sooner leaves no mmdebstrap behind
+    return image
+
+
+# The module fixture of test_real_kubelet.py whose parameter is the suite of the machine it boots.
+STANDALONE_MACHINE_FIXTURE = "real"
+
+
+def suites_booted_later(items: Iterable[pytest.Item]) -> set[str]:
+    """The suites of the standalone machines the collected tests boot (their fixture's parameter)."""
+    return {
+        item.callspec.params[STANDALONE_MACHINE_FIXTURE]
+        for item in items
+        if STANDALONE_MACHINE_FIXTURE in getattr(getattr(item, "callspec", None), "params", {})
+    }
+
+
+def build_images(suites: Iterable[str]) -> None:
+    """Builds (or finds) these suites' images. A failure is not reported here: the machine's own
+    `ensure_image` call builds again and fails with the error."""
+    for suite in suites:
+        try:
+            ensure_image(suite=suite)
+        except Exception:  # reported where the image is needed
+            return
 
 
 @pytest.fixture(scope="session")
