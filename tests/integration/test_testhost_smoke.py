@@ -72,3 +72,12 @@ def test_stdin_reaches_the_script(numa_host: TestHost) -> None:
 def _node_cpulists(host: TestHost) -> list[str]:
     script = "for node in $(ls -d /sys/devices/system/node/node[0-9]* | sort -V); do cat $node/cpulist; done"
     return host.run(script).stdout.split()
+
+
+def test_sshd_serves_a_connection_without_a_motd_or_executing_itself_again(numa_host: TestHost) -> None:
+    """Every remote command of a stack opens a connection of its own: customize_rootfs.sh says what
+    each cost the emulated CPU before the image's sshd went without both."""
+    listener = numa_host.run("systemctl show --property MainPID --value ssh.service").stdout.strip()
+    # sshd retitles itself: "sshd: /usr/sbin/sshd -D -r [listener] 0 of 64-128 startups".
+    assert "-r" in numa_host.run(f"tr '\\0' ' ' < /proc/{listener}/cmdline").stdout.split()
+    assert numa_host.run("grep -E '^session[[:space:]].*pam_motd' /etc/pam.d/sshd", check=False).rc == 1
