@@ -28,9 +28,9 @@ from tests.testhost.fixtures import ORIGIN_SSH_PORT
 from tests.testhost.host import TestHost
 from tests.testhost.image import Image
 
-# The last family it needs: the CLI, its language host and the plugin doubles (pulumi) come
-# after the kubelet. A stack without a cluster loads no kubernetes provider.
-pytestmark = pytest.mark.realtools("kubelet")  # and the engine, built before it
+# The last family it needs: the kubelet, built after the engine (the CLI, its language host, the
+# plugin doubles). A stack without a cluster loads no kubernetes provider.
+pytestmark = pytest.mark.realtools("kubelet")
 
 # Where Pulumi.dev.yaml points (and `make testhost` boots): the test must not choose another.
 DEV_STACK_PORT = ORIGIN_SSH_PORT

@@ -29,8 +29,9 @@ from tests.program.harness import load_stack_file
 from tests.realengine.engine import UpdateFailed, project_engine
 from tests.timings import TIMINGS
 
-# The last family it needs: the CLI, its language host and the plugin doubles come after the kubelet.
-pytestmark = pytest.mark.realtools("kubelet")  # and the engine, built before it
+# The last family it needs: the kubelet, built after the engine (the CLI, its language host, the
+# plugin doubles).
+pytestmark = pytest.mark.realtools("kubelet")
 
 
 def stack_for(host, base: str = "dev") -> dict:

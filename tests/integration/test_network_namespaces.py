@@ -44,8 +44,9 @@ from tests.realengine.engine import UpdateFailed, project_engine
 from tests.testhost.ssh import SshSession
 from tests.timings import TIMINGS
 
-# The last family it needs: the CLI, its language host and the plugin doubles come after the kubelet.
-pytestmark = pytest.mark.realtools("kubelet")  # and the engine, built before it
+# The last family it needs: the kubelet, built after the engine (the CLI, its language host, the
+# plugin doubles).
+pytestmark = pytest.mark.realtools("kubelet")
 
 q = shlex.quote
 ADDRESSES = {0: "10.0.2.21/24", 1: "10.0.2.22/24"}

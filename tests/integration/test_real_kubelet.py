@@ -61,8 +61,9 @@ from tests.testhost.fixtures import STANDALONE_SUITES
 from tests.testhost.topology import format_cpulist
 from tests.timings import TIMINGS, Stopwatch
 
-# The last family it needs: the CLI, its language host and the plugin doubles come after the kubelet.
-pytestmark = pytest.mark.realtools("kubelet")  # and the engine, built before it
+# The last family it needs: the kubelet, built after the engine (the CLI, its language host, the
+# plugin doubles).
+pytestmark = pytest.mark.realtools("kubelet")
 
 q = shlex.quote
 
