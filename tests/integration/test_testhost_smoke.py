@@ -81,3 +81,18 @@ def test_sshd_serves_a_connection_without_a_motd_or_executing_itself_again(numa_
     # sshd retitles itself: "sshd: /usr/sbin/sshd -D -r [listener] 0 of 64-128 startups".
     assert "-r" in numa_host.run(f"tr '\\0' ' ' < /proc/{listener}/cmdline").stdout.split()
     assert numa_host.run("grep -E '^session[[:space:]].*pam_motd' /etc/pam.d/sshd", check=False).rc == 1
+
+
+def test_daemon_reload_runs_the_fstab_generator_alone(numa_host: TestHost) -> None:
+    """Every daemon-reload of the product's scripts reruns the system generators: customize_rootfs.sh
+    masks all but the fstab generator, the only one with anything to generate in this image."""
+    generated = numa_host.run("cd /run/systemd/generator && find . -mindepth 1 | sort").stdout.split()
+    assert generated == [
+        "./-.mount",
+        "./local-fs.target.requires",
+        "./local-fs.target.requires/-.mount",
+        "./local-fs.target.wants",
+        "./local-fs.target.wants/systemd-remount-fs.service",
+    ]
+    masked = numa_host.run("ls /etc/systemd/system-generators").stdout.split()
+    assert "systemd-getty-generator" in masked and "systemd-fstab-generator" not in masked

@@ -108,3 +108,15 @@ done
 for unit in $(cat "$inputs/enabled-units"); do
     in_root systemctl enable "$unit"
 done
+# Every `systemctl daemon-reload` (the product's scripts run one each, and an apply runs several)
+# runs every system generator again. In this image none but the fstab generator has anything to
+# generate from (no crypttab, no GPT partitions, no rc.local, no init.d script without a native
+# unit, no resume= or systemd.* kernel arguments, no vsock; the serial console's getty no test
+# logs in to), yet each is a process started under emulation: a daemon-reload took 2.9 s, 1.7 s
+# with them masked (measured on bookworm). A generator is masked by a link to /dev/null of its name.
+mkdir -p "$root/etc/systemd/system-generators"
+for generator in "$root"/usr/lib/systemd/system-generators/* "$root"/lib/systemd/system-generators/*; do
+    [ -e "$generator" ] || continue
+    name=$(basename "$generator")
+    [ "$name" = systemd-fstab-generator ] || ln -sfn /dev/null "$root/etc/systemd/system-generators/$name"
+done
