@@ -47,8 +47,12 @@ def kubelet_journal(view: HostView, numa: int, lines: int = 60) -> str:
     return f"--- {unit}\n{result.stdout}{result.stderr}"
 
 
-def wait_for(what: str, check: Callable[[], Any], timeout: float, diagnose: Callable[[], str]) -> Any:
-    """Poll `check` until it returns something truthy; on timeout fail with `diagnose()`."""
+def wait_for(
+    what: str, check: Callable[[], Any], timeout: float, diagnose: Callable[[], str], interval: float = 2.0
+) -> Any:
+    """Poll `check` every `interval` seconds until it returns something truthy; on timeout fail with
+    `diagnose()`. The 2 s default suits checks that run a command in the guest (each one is emulated
+    CPU); a check that only reads the API server costs the guest nothing and can poll faster."""
     deadline = time.monotonic() + timeout
     last: object = None
     while True:
@@ -60,7 +64,7 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float, diagnose: Call
             last = error
         if time.monotonic() > deadline:
             raise AssertionError(f"{what}: not within {timeout:.0f} s (last: {last!r})\n{diagnose()}")
-        time.sleep(2)
+        time.sleep(interval)
 
 
 def write_atomically(view: HostView, path: str, content: str) -> None:

@@ -9,9 +9,9 @@ as a secret. While an update runs, the node agent (tests/realengine/agent.py) do
 cluster's DaemonSets would: the images into each containerd, each Node's CNI config.
 
 Scenarios build on each other in file order (preview, a first up killed, up, secrets, re-apply,
-label change, port change, rolling restart of both, an interrupted update, the API server down,
-the host lost mid-rollout, refresh after a reboot, destroy); the fixture destroys what is left if
-one fails.
+label change, the API server down during a port change and the port change converging after it,
+rolling restart of both, an interrupted update, the host lost mid-rollout, refresh after a reboot,
+destroy); the fixture destroys what is left if one fails.
 """
 
 from __future__ import annotations
@@ -246,7 +246,8 @@ def test_no_secret_in_the_outputs_or_the_exported_state(deployed):
 def test_a_second_up_changes_and_restarts_nothing(deployed):
     demo, view = deployed["demo"], deployed["view"]
     demo.stack.run("preview", "--expect-no-changes")
-    assert demo.up(deployed["host"], deployed["config"]) == []
+    # --skip-preview: the preview just run is the one `up` would run first (here and below).
+    assert demo.up(deployed["host"], deployed["config"], "--skip-preview") == []
     assert main_pids(view) == deployed["pids"]
     pods = {pod.metadata.name: pod.metadata.uid for pod in deployed["core"].list_namespaced_pod(NAMESPACE).items}
     assert pods == deployed["pods"]
@@ -264,7 +265,7 @@ def test_a_label_change_previews_the_node_patch_and_no_host_command(deployed):
         "numa-demo-numa-a-numa0 kubernetes:core/v1:Pod": "replace",
         "numa-demo-numa-a-numa0-probe command:remote:Command": "update",
     }
-    assert demo.up(deployed["host"], changed) == [("numa-demo-numa-a-numa0-probe", "update")]
+    assert demo.up(deployed["host"], changed, "--skip-preview") == [("numa-demo-numa-a-numa0-probe", "update")]
     labels = core.read_node("numa-a-numa0").metadata.labels
     assert (labels["numa-type"], labels["rack"]) == ("green", "r7")
     assert demo.stack.outputs()["placementOk"] is True
@@ -280,10 +281,34 @@ def restarted(before: dict[str, int], after: dict[str, int]) -> list[str]:
     return [unit for unit in UNITS if after[unit] != before[unit]]
 
 
-def test_a_port_change_restarts_that_kubelet_alone_and_replaces_its_demo_pod(deployed, stopwatch):
-    demo, view, core = deployed["demo"], deployed["view"], deployed["core"]
-    changed = copy.deepcopy(deployed["config"])
+def port_changed(config: dict[str, Any]) -> dict[str, Any]:
+    """The stack with numa1's kubelet on another port: a change that restarts that kubelet alone."""
+    changed = copy.deepcopy(config)
     changed["hosts"][0]["kubelets"][1]["port"] = 10260
+    return changed
+
+
+def test_an_update_while_the_api_server_is_down_fails_naming_it_and_changes_nothing(deployed):
+    """The API server stopped, a change that restarts a kubelet (the port change of the next test):
+    the update fails before anything changes on the host, naming the server's address. The next
+    test's update of the same change, with the server back, is the next update that converges."""
+    demo, view, plane = deployed["demo"], deployed["view"], deployed["plane"]
+    plane.stop_apiserver()
+    try:
+        with pytest.raises(UpdateFailed) as failure:
+            demo.up(deployed["host"], port_changed(deployed["config"]))
+        TIMINGS.append(("real engine: the error with the API server down: " + error_line(failure.value.output), 0.0))
+        assert f"127.0.0.1:{plane.port}" in failure.value.output, failure.value.output[-3000:]
+        assert failure.value.steps == []  # no host command ran
+        assert main_pids(view) == deployed["pids"]
+    finally:
+        plane.start_apiserver_again()
+
+
+def test_a_port_change_restarts_that_kubelet_alone_and_replaces_its_demo_pod(deployed, stopwatch):
+    """Right after the update the API server's outage failed: the same change converges now."""
+    demo, view, core = deployed["demo"], deployed["view"], deployed["core"]
+    changed = port_changed(deployed["config"])
     previewed = preview_steps(deployed, changed)
     assert previewed["numa-a-numa1-kubelet command:remote:Command"] == "update"
     assert previewed["numa-a-numa1-drain pulumi-python:dynamic/numa-kubelets:NodeDrain"] == "update"
@@ -291,7 +316,7 @@ def test_a_port_change_restarts_that_kubelet_alone_and_replaces_its_demo_pod(dep
     assert previewed["numa-demo-numa-a-numa1 kubernetes:core/v1:Pod"] == "replace"
     assert not any("numa0" in name for name in previewed), previewed
     with stopwatch("real engine: a port change (drain, restart, Ready, demo pod again)"):
-        steps = demo.up(deployed["host"], changed)
+        steps = demo.up(deployed["host"], changed, "--skip-preview")
     assert steps == [("numa-a-numa1-kubelet", "update"), ("numa-demo-numa-a-numa1-probe", "update")], steps
     after = main_pids(view)
     assert restarted(deployed["pids"], after) == ["kubelet@numa1.service"]
@@ -386,31 +411,6 @@ def test_an_interrupted_up_converges_on_the_next_one(deployed, stopwatch):
     assert demo.stack.outputs()["placementOk"] is True
     node = core.read_node("numa-a-numa0")
     assert node_ready(node) and not node.spec.unschedulable
-    deployed["config"], deployed["pids"] = changed, main_pids(view)
-
-
-def test_an_update_while_the_api_server_is_down_fails_naming_it_and_the_next_converges(deployed):
-    """The API server stopped, a change that restarts a kubelet: the update fails before anything
-    changes on the host, naming the server's address; once it is back, the next update converges."""
-    demo, view, core, plane = deployed["demo"], deployed["view"], deployed["core"], deployed["plane"]
-    changed = copy.deepcopy(deployed["config"])
-    changed["hosts"][0]["kubelets"][1]["maxPods"] = 4
-    plane.stop_apiserver()
-    try:
-        with pytest.raises(UpdateFailed) as failure:
-            demo.up(deployed["host"], changed)
-        TIMINGS.append(("real engine: the error with the API server down: " + error_line(failure.value.output), 0.0))
-        assert f"127.0.0.1:{plane.port}" in failure.value.output, failure.value.output[-3000:]
-        assert failure.value.steps == []  # no host command ran
-        assert main_pids(view) == deployed["pids"]
-    finally:
-        plane.start_apiserver_again()
-    steps = demo.up(deployed["host"], changed)
-    assert ("numa-a-numa1-kubelet", "update") in steps, steps
-    assert restarted(deployed["pids"], main_pids(view)) == ["kubelet@numa1.service"]
-    node = core.read_node("numa-a-numa1")
-    assert node_ready(node) and not node.spec.unschedulable
-    assert demo.stack.outputs()["placementOk"] is True
     deployed["config"], deployed["pids"] = changed, main_pids(view)
 
 

@@ -6,7 +6,11 @@ control plane runs no CNI add-on, so while `pulumi up` runs, `NodeAgent` does bo
 every kubelet of the plan: imports the test images (PAUSE_IMAGE, the sandbox image the stack names,
 and WORKLOAD_IMAGE, the demo pods') into its containerd as soon as that answers, and writes a
 bridge conflist over its Node's podCIDR into the instance's private `/etc/cni/net.d` (namespace
-mode) once the controller-manager assigned one. Both are idempotent: an agent per update.
+mode) once the controller-manager assigned one. Both are idempotent: an agent per update. The
+images are imported once per containerd instance for as long as the stack lives (a node's pulled
+images stay in its containerd's root across restarts and reboots): the caller keeps that set
+across updates, as a node keeps its image store, since each import is a Python gRPC client and two
+`ctr import`s run under emulation.
 """
 
 from __future__ import annotations
@@ -69,8 +73,12 @@ def pod_cidr_of(core: kube_client.CoreV1Api, node_name: str) -> str | None:
 class NodeAgent:
     """Runs beside one update (`with NodeAgent(...):`); `done` says what it finished per kubelet."""
 
-    def __init__(self, host: TestHost, plan: Plan, core: kube_client.CoreV1Api) -> None:
+    def __init__(
+        self, host: TestHost, plan: Plan, core: kube_client.CoreV1Api, images_imported: set[str] | None = None
+    ) -> None:
         self.host, self.core = host, core
+        # Node names whose containerd has the images: the caller's set, kept across its updates.
+        self.images_imported = set() if images_imported is None else images_imported
         self.kubelets = list(plan.kubelets)
         for kubelet in self.kubelets:
             cni_config_path(kubelet)  # namespace mode, or fail now
@@ -99,9 +107,12 @@ class NodeAgent:
     def _tend(self, kubelet: KubeletPlan) -> None:
         done = self.done[kubelet.node_name]
         socket = kubelet.layout.containerd_socket
+        if kubelet.node_name in self.images_imported:
+            done.add("images")
         if "images" not in done and self.host.run(f"test -S {shlex.quote(socket)}", check=False).rc == 0:
             CriTestClient(self.host, socket).import_images()
             done.add("images")
+            self.images_imported.add(kubelet.node_name)
         if "cni" not in done and (pod_cidr := pod_cidr_of(self.core, kubelet.node_name)):
             path = shlex.quote(cni_config_path(kubelet))
             self.host.run(

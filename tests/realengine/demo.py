@@ -165,12 +165,14 @@ class DemoStack:
         self.admin_kubeconfig = admin_kubeconfig
         self.core = kube_client.CoreV1Api(api_for(admin_kubeconfig))
         self.config: dict[str, Any] = {}
+        # The kubelets whose containerd the node agent gave the images (tests/realengine/agent.py).
+        self.images_imported: set[str] = set()
 
     def up(self, host: TestHost, config: dict[str, Any], *args: str, **run: Any) -> list[tuple[str, str]]:
         """`pulumi up --yes` of `config` (the stack made on first use, the admin kubeconfig its
         secret) with the node agent beside it; the command steps the engine ran."""
         self.config = config
-        agent = NodeAgent(host, plan_of(config), self.core)
+        agent = NodeAgent(host, plan_of(config), self.core, self.images_imported)
         try:
             return self.engine.up(config, *args, beside=lambda: agent, **run)
         except UpdateFailed as failure:
