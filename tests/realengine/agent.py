@@ -71,7 +71,8 @@ def pod_cidr_of(core: kube_client.CoreV1Api, node_name: str) -> str | None:
 
 
 class NodeAgent:
-    """Runs beside one update (`with NodeAgent(...):`); `done` says what it finished per kubelet."""
+    """Runs beside one update (`with NodeAgent(...):`); `images_imported` names the kubelets whose
+    containerd has the images, `done` what else it finished per kubelet (its CNI config)."""
 
     def __init__(
         self, host: TestHost, plan: Plan, core: kube_client.CoreV1Api, images_imported: set[str] | None = None
@@ -107,11 +108,9 @@ class NodeAgent:
     def _tend(self, kubelet: KubeletPlan) -> None:
         done = self.done[kubelet.node_name]
         socket = kubelet.layout.containerd_socket
-        if kubelet.node_name in self.images_imported:
-            done.add("images")
-        if "images" not in done and self.host.run(f"test -S {shlex.quote(socket)}", check=False).rc == 0:
+        imported = kubelet.node_name in self.images_imported
+        if not imported and self.host.run(f"test -S {shlex.quote(socket)}", check=False).rc == 0:
             CriTestClient(self.host, socket).import_images()
-            done.add("images")
             self.images_imported.add(kubelet.node_name)
         if "cni" not in done and (pod_cidr := pod_cidr_of(self.core, kubelet.node_name)):
             path = shlex.quote(cni_config_path(kubelet))
