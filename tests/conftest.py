@@ -36,62 +36,86 @@ settings.load_profile("numa-kubelets")
 _seconds_per_tier: defaultdict[str, float] = defaultdict(float)
 _figures = timings.Summary()
 
-# NUMA_KUBELETS_TEST_WORKERS=2 (tests/run.sh) runs the tests in two pytest-xdist workers: every
-# module that boots an emulated machine goes, as one unit and in order, to one of them, every other
-# module whole to whichever worker is free (its module fixtures are then made once). One unit,
-# not one per machine: two TCG guests at once each ran at half speed (measured: the namespace
-# scenarios took 23 minutes beside the trixie machine, 18 in a run beside host-side tests), so
-# only the host-side tiers can overlap the guests. xdist's scheduler sees only test ids: the
-# modules are named here, and the collection fails when a test boots a machine outside them.
-GUEST_MODULES = frozenset(
-    {
-        *(
-            f"tests/integration/{name}.py"
-            for name in (
-                "test_testhost_smoke",
-                "test_lifecycle",
-                "test_network_namespaces",
-                "test_real_kubelet",
-                "test_real_cluster",
-                "test_real_engine",
-            )
-        ),
-        "tests/e2e/test_quick_start.py",
-    }
-)
-GUEST_UNIT = "emulated machines"
+# tests/run.sh runs the tests in two pytest-xdist workers (NUMA_KUBELETS_TEST_WORKERS, default 2).
+# Each emulated machine's modules go, as one unit and in order, to one worker: they build on the
+# machine's state and share its session fixture. The two machines run at once, one per worker
+# (measured warm: the namespace scenarios took 23 minutes beside the interleaved machine's module,
+# 18 without it; that module 22, 12 alone: 45 minutes of guests in 23). Every other module, whole or
+# in the runs the build order splits it into, goes to whichever worker is free. The control plane
+# is a session fixture: each worker that needs it starts its own (the host-side modules' one only
+# after the build, for their last tests). xdist's scheduler sees only test ids: the modules are
+# named here, and the collection fails when a test boots a machine outside them.
+ORIGIN_MACHINE_UNIT = "the origin machine"
+INTERLEAVED_MACHINE_UNIT = "the interleaved machine"
+MACHINE_UNITS = {
+    **{
+        f"tests/integration/{name}.py": ORIGIN_MACHINE_UNIT
+        for name in (
+            "test_testhost_smoke",
+            "test_lifecycle",
+            "test_network_namespaces",
+            "test_real_cluster",
+            "test_real_engine",
+        )
+    },
+    "tests/e2e/test_quick_start.py": ORIGIN_MACHINE_UNIT,
+    "tests/integration/test_real_kubelet.py": INTERLEAVED_MACHINE_UNIT,
+}
+GUEST_MODULES = frozenset(MACHINE_UNITS)
 # The fixtures that boot or reuse an emulated machine (tests/testhost/fixtures.py).
 MACHINE_FIXTURES = frozenset({"numa_host", "boot_testhost", "testhost_image"})
 
 
-def work_unit(nodeid: str) -> str:
-    """What one worker runs as a whole, in collection order: the emulated machines' modules, or a module."""
-    module = nodeid.split("::", 1)[0]
-    return GUEST_UNIT if module in GUEST_MODULES else module
+def module_of(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
 
 
-class GuestsInOneUnitScheduling(LoadScopeScheduling):
-    """xdist's scheduling by module, with the emulated machines' modules as one unit, and the
-    units handed out in collection order (realtools' order, which the build follows)."""
+def work_units(collection: list[str]) -> dict[str, str]:
+    """Each test's unit, for the tests in collection order: its machine's unit, or its module's
+    contiguous run (a module whose tests need different families of the build is split by the
+    collection's order, and each run waits only for its own family)."""
+    units: dict[str, str] = {}
+    runs: defaultdict[str, int] = defaultdict(int)
+    previous_module = None
+    for nodeid in collection:
+        module = module_of(nodeid)
+        if module in MACHINE_UNITS:
+            units[nodeid] = MACHINE_UNITS[module]
+        else:
+            if module != previous_module:
+                runs[module] += 1
+            units[nodeid] = module if runs[module] == 1 else f"{module} (run {runs[module]})"
+        previous_module = module
+    return units
+
+
+class MachineUnitScheduling(LoadScopeScheduling):
+    """xdist's scheduling by unit (work_units), handed out in collection order (realtools' order,
+    which the build follows)."""
+
+    def schedule(self) -> None:
+        if self.collection is None and self.collection_is_completed and self._check_nodes_have_same_collection():
+            self._units = work_units(list(next(iter(self.registered_collections.values()))))
+        super().schedule()
 
     def _split_scope(self, nodeid: str) -> str:
-        return work_unit(nodeid)
+        return self._units[nodeid]
 
 
-def pytest_xdist_make_scheduler(config: pytest.Config, log) -> GuestsInOneUnitScheduling:
+def pytest_xdist_make_scheduler(config: pytest.Config, log) -> MachineUnitScheduling:
     config.option.loadscopereorder = False  # xdist would put the largest units first
-    return GuestsInOneUnitScheduling(config, log)
+    return MachineUnitScheduling(config, log)
 
 
 def check_guest_modules(items: list[pytest.Item]) -> None:
     strays = sorted(
-        {item.nodeid.split("::", 1)[0] for item in items if MACHINE_FIXTURES & set(getattr(item, "fixturenames", ()))}
+        {module_of(item.nodeid) for item in items if MACHINE_FIXTURES & set(getattr(item, "fixturenames", ()))}
         - GUEST_MODULES
     )
     if strays:
         raise pytest.UsageError(
-            f"{', '.join(strays)} boot an emulated machine: add them to tests/conftest.py GUEST_MODULES, "
-            "or two workers would run two guests at once"
+            f"{', '.join(strays)} boot an emulated machine: add them to tests/conftest.py MACHINE_UNITS, "
+            "or two workers could boot the same machine"
         )
 
 
@@ -101,6 +125,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     tools/build.sh builds their families: under tests/run.sh the build runs beside them."""
 
     def rank(item: pytest.Item) -> int:
+        if item.get_closest_marker("after_the_build"):
+            return 1 + len(realtools.BUILD_ORDER)
         marker = item.get_closest_marker("realtools")
         if marker is None:
             return 0

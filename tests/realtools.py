@@ -76,6 +76,21 @@ def wait_until_built(name: str) -> None:
         WAITED[name] = WAITED.get(name, 0.0) + waited
 
 
+def wait_until_the_build_ended() -> None:
+    """Returns once tools/build.sh has ended, when tests/run.sh runs it beside the tests; at once
+    otherwise. A failed build fails here. For the tests marked `after_the_build` (tests/conftest.py)."""
+    if not os.environ.get("NUMA_KUBELETS_TOOLS_BUILDING"):
+        return
+    started = time.monotonic()
+    while not BUILD_EXIT.exists():
+        time.sleep(2)
+    code = BUILD_EXIT.read_text().split()[0]
+    if code != "0":
+        raise ToolMissing(f"tools/build.sh failed (exit {code}): see .tools/build.log")
+    if (waited := time.monotonic() - started) >= 1:
+        WAITED["the whole build"] = WAITED.get("the whole build", 0.0) + waited
+
+
 def cli_version() -> str:
     """The CLI release tools/pulumi/go.mod builds, e.g. v3.274.1."""
     go_mod = (REPO / "tools" / "pulumi" / "go.mod").read_text()

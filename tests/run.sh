@@ -22,12 +22,10 @@ bash tools/build-in-background.sh || exit
 build_group=$(cat .tools/build.pid)
 trap 'kill -- -"$build_group" 2>/dev/null' EXIT
 
-# One process, unless NUMA_KUBELETS_TEST_WORKERS asks for pytest-xdist workers (tests/conftest.py
-# says what goes where: every emulated machine's module in one, in order). Measured on this
-# 2-core machine: the guests alone keep both cores busy (two at once each ran at half speed), and
-# on a fresh machine the build beside the tests is the critical path (a second worker only took
-# CPU from it); whether the host-side tiers beside the guests' chain save time is not yet measured.
-workers=${NUMA_KUBELETS_TEST_WORKERS:-0}
+# Two pytest-xdist workers (NUMA_KUBELETS_TEST_WORKERS=0: one process). tests/conftest.py says
+# what goes where: each emulated machine's modules in one worker, in order, the origin machine in
+# one and the interleaved machine beside it in the other; every other module to whichever is free.
+workers=${NUMA_KUBELETS_TEST_WORKERS:-2}
 parallel=(-n "$workers")
 [ "$workers" != 0 ] || parallel=()
 tests_rc=0

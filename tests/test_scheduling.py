@@ -1,6 +1,7 @@
-"""How two workers share the tests (tests/conftest.py, NUMA_KUBELETS_TEST_WORKERS=2): xdist's own
-scheduler, fed this repository's real collection, hands every module that boots an emulated
-machine to one worker as one unit in collection order, and every other module whole to one worker."""
+"""How two workers share the tests (tests/conftest.py, tests/run.sh): xdist's own scheduler, fed this
+repository's real collection, hands each emulated machine's modules to one worker as one unit in
+collection order, the two machines to different
+workers, and every other module's contiguous runs each whole to one worker."""
 
 from __future__ import annotations
 
@@ -61,28 +62,51 @@ def run_on_two_workers(nodeids: list[str]) -> dict[str, list[str]]:
         worker = min(busy, key=lambda w: clock[w.gateway.id])  # the one that finishes its test first
         index = worker.pending.pop(0)
         ran[worker.gateway.id].append(nodeids[index])
-        clock[worker.gateway.id] += 100 if module_of(nodeids[index]) in conftest.GUEST_MODULES else 1
+        clock[worker.gateway.id] += 100 if conftest.module_of(nodeids[index]) in conftest.GUEST_MODULES else 1
         scheduler.mark_test_complete(worker, index)
     return ran
 
 
-def module_of(nodeid: str) -> str:
-    return nodeid.split("::", 1)[0]
-
-
-def test_the_machines_modules_run_on_one_worker_in_order_and_every_module_whole():
+def test_each_machine_runs_on_its_own_worker_in_order_and_every_other_run_whole():
     nodeids = collected_ids()
     ran = run_on_two_workers(nodeids)
     assert sorted(nodeid for tests in ran.values() for nodeid in tests) == sorted(nodeids)
-    guests = [nodeid for nodeid in nodeids if module_of(nodeid) in conftest.GUEST_MODULES]
-    assert {module_of(nodeid) for nodeid in guests} == conftest.GUEST_MODULES
-    [guest_worker] = [name for name, tests in ran.items() if guests[0] in tests]
-    assert [nodeid for nodeid in ran[guest_worker] if nodeid in guests] == guests
-    workers_of_module: dict[str, set[str]] = {}
+    units = conftest.work_units(nodeids)
+    assert {
+        conftest.module_of(nodeid) for nodeid in nodeids if units[nodeid] in conftest.MACHINE_UNITS.values()
+    } == conftest.GUEST_MODULES
+    worker_of_unit: dict[str, set[str]] = {}
     for name, tests in ran.items():
         for nodeid in tests:
-            workers_of_module.setdefault(module_of(nodeid), set()).add(name)
-    assert {module: names for module, names in workers_of_module.items() if len(names) > 1} == {}
+            worker_of_unit.setdefault(units[nodeid], set()).add(name)
+    assert {unit: names for unit, names in worker_of_unit.items() if len(names) > 1} == {}
+    machine_workers = {unit: names for unit, names in worker_of_unit.items() if unit in conftest.MACHINE_UNITS.values()}
+    assert len(machine_workers) == 2 and set.union(*machine_workers.values()) == set(ran)
+    interleaved = [nodeid for nodeid in nodeids if units[nodeid] == conftest.INTERLEAVED_MACHINE_UNIT]
+    assert nodeids[-len(interleaved) :] == interleaved  # after_the_build: after every other test
+    for unit, [name] in machine_workers.items():
+        assert [nodeid for nodeid in ran[name] if units[nodeid] == unit] == [n for n in nodeids if units[n] == unit]
+
+
+def test_a_module_split_by_the_build_order_is_one_unit_per_run():
+    nodeids = [
+        "tests/e2e/test_a.py::test_1",
+        "tests/e2e/test_b.py::test_1",
+        "tests/e2e/test_a.py::test_2",
+        "tests/e2e/test_a.py::test_3",
+        "tests/integration/test_lifecycle.py::test_x",
+        "tests/e2e/test_quick_start.py::test_y",
+        "tests/integration/test_real_kubelet.py::test_z",
+    ]
+    assert conftest.work_units(nodeids) == {
+        "tests/e2e/test_a.py::test_1": "tests/e2e/test_a.py",
+        "tests/e2e/test_b.py::test_1": "tests/e2e/test_b.py",
+        "tests/e2e/test_a.py::test_2": "tests/e2e/test_a.py (run 2)",
+        "tests/e2e/test_a.py::test_3": "tests/e2e/test_a.py (run 2)",
+        "tests/integration/test_lifecycle.py::test_x": conftest.ORIGIN_MACHINE_UNIT,
+        "tests/e2e/test_quick_start.py::test_y": conftest.ORIGIN_MACHINE_UNIT,
+        "tests/integration/test_real_kubelet.py::test_z": conftest.INTERLEAVED_MACHINE_UNIT,
+    }
 
 
 def test_a_module_booting_a_machine_outside_the_list_fails_the_collection():

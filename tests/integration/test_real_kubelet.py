@@ -28,6 +28,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import os
 import shlex
 import uuid
 from typing import Any
@@ -40,6 +41,7 @@ from numa_kubelets.placement import DemoPod, StackKubelets, judge_placement, par
 from numa_kubelets.plan import build_plan
 from numa_kubelets.problems import ConfigError
 from numa_kubelets.render import SYSTEMD_CGROUP_CONTROLLERS
+from tests import realtools
 from tests.cri import PAUSE_IMAGE, WORKLOAD_IMAGE, ContainerSpec, CriTestClient, PodSpec, pod_cgroup_parent
 from tests.integration.hostcheck import HostView
 from tests.integration.realkubelet import (
@@ -62,8 +64,10 @@ from tests.testhost.topology import format_cpulist
 from tests.timings import TIMINGS, Stopwatch
 
 # The last family it needs: the kubelet, built after the engine (the CLI, its language host, the
-# plugin doubles).
-pytestmark = pytest.mark.realtools("kubelet")
+# plugin doubles). Yet it runs after the whole build: beside the origin machine (tests/conftest.py
+# MACHINE_UNITS) it would take the CPU the build still needs for the families the origin machine's
+# real-cluster and real-engine scenarios wait for; after the build it runs beside those.
+pytestmark = [pytest.mark.realtools("kubelet"), pytest.mark.after_the_build]
 
 q = shlex.quote
 
@@ -73,6 +77,9 @@ COMMAND = ("/bin/sleep", "3600")
 # One CPU per socket, interleaved across the nodes; 1 GiB of memory on each.
 NODES = ((0, 3, 6), (1, 4, 7), (2, 5))
 MEMORY_MIB = 3072
+# Under pytest-xdist (tests/run.sh) this machine runs in one worker beside the origin machine in the
+# other (tests/conftest.py MACHINE_UNITS): its vCPUs then share one host thread (testhost.boot).
+BESIDE_THE_ORIGIN = "PYTEST_XDIST_WORKER" in os.environ
 HOST = "numa-c"
 NUMAS = (0, 1, 2)
 # The defaults for it (DESIGN.md section 3): the lowest CPU of each node for the host's services,
@@ -174,8 +181,9 @@ def real(request, boot_testhost, tmp_path_factory):
     """Per test host OS: a 3-node interleaved machine of that OS, booted for this module."""
     if request.param not in recipe.SUITES:
         raise ValueError(f"NUMA_KUBELETS_STANDALONE_SUITES: unknown suite {request.param!r} (known: {recipe.SUITES})")
+    realtools.wait_until_the_build_ended()
     with Stopwatch(f"[{request.param}] boot the 3-node interleaved machine"):
-        host = boot_testhost(NODES, memory_mib=MEMORY_MIB, suite=request.param)
+        host = boot_testhost(NODES, memory_mib=MEMORY_MIB, suite=request.param, one_host_thread=BESIDE_THE_ORIGIN)
     view = HostView(host)
     # The emulated firmware numbers the CPUs as asked (the test host's topology, not the program).
     cpulists = "for node in $(ls -d /sys/devices/system/node/node[0-9]* | sort -V); do cat $node/cpulist; done"

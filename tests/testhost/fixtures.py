@@ -95,9 +95,9 @@ def testhost_image_of(testhost_image: Image) -> Callable[[str], Image]:
 def boot_testhost(
     testhost_image_of: Callable[[str], Image], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[BootTestHost]:
-    """Factory: `boot_testhost(topology, memory_mib=2048, suite="bookworm", pci=(), ssh_port=None)`
-    -> a running TestHost, stopped at session end; `pci` e.g. `["nvme@0", "nvme@1", "nvme@-1"]`
-    (pci.py); `ssh_port` None picks a free one."""
+    """Factory: `boot_testhost(topology, memory_mib=2048, suite="bookworm", pci=(), ssh_port=None,
+    one_host_thread=False)` -> a running TestHost, stopped at session end; `pci` e.g. `["nvme@0",
+    "nvme@1", "nvme@-1"]` (pci.py); `ssh_port` None picks a free one; `one_host_thread`: host.boot."""
     started: list[TestHost] = []
 
     def boot_one(
@@ -106,6 +106,7 @@ def boot_testhost(
         suite: str = recipe.DEFAULT_SUITE,
         pci: Iterable[PciDeviceLike] = (),
         ssh_port: int | None = None,
+        one_host_thread: bool = False,
     ) -> TestHost:
         workdir: Path = tmp_path_factory.mktemp("testhost")
         host = boot(
@@ -116,6 +117,7 @@ def boot_testhost(
             memory_mib=memory_mib or DEFAULT_MEMORY_MIB,
             api_port_file=session_api_port_file(tmp_path_factory),
             pci=pci,
+            one_host_thread=one_host_thread,
         )
         started.append(host)
         return host

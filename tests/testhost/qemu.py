@@ -106,8 +106,10 @@ def qemu_command(
     pidfile: Path,
     api_port_file: Path,
     pci: Sequence[PciDevice] = (),
+    one_host_thread: bool = False,
 ) -> list[str]:
-    """The test host's qemu command line. With `pci` devices (pci.py) the expander bridges they
+    """The test host's qemu command line. `one_host_thread` emulates every vCPU in one host thread
+    (`tcg,thread=single`), for a machine that runs beside another: see boot(). With `pci` devices (pci.py) the expander bridges they
     need would take the place of the root complex as qemu's default bus, which refuses anything
     but bridges ("Only PCI/PCIe bridges can be plugged into pxb-pcie"): the disk, NIC and RNG
     then name `bus=pcie.0`, in the order (so at the slots) they have without devices. Without
@@ -134,9 +136,9 @@ def qemu_command(
         QEMU,
         "-name",
         "numa-kubelets-testhost",
-        # KVM exists on these machines but is unusable: plain TCG, multi-threaded.
+        # KVM exists on these machines but is unusable: plain TCG, multi-threaded unless asked.
         "-accel",
-        "tcg,thread=multi",
+        "tcg,thread=single" if one_host_thread else "tcg,thread=multi",
         "-machine",
         "q35",
         *qemu_topology_args(topology, memory_mib),

@@ -78,7 +78,7 @@ def test_devices_only_on_nodes_the_topology_has():
         qemu_pci_args([PciDevice("nvme", 0)] * 32, ORIGIN)
 
 
-def _command(pci=()):
+def _command(pci=(), one_host_thread=False):
     image = Image(Path("/i"), Path("/i/vmlinuz"), Path("/i/initrd.img"), Path("/i/root.img"), Path("/k"), "", "", 0, "")
     return qemu_command(
         image,
@@ -90,7 +90,16 @@ def _command(pci=()):
         Path("/w/qemu.pid"),
         Path("/w/p"),
         pci,
+        one_host_thread,
     )
+
+
+def test_the_vcpus_run_in_one_host_thread_only_when_asked():
+    def accel(argv):
+        return argv[argv.index("-accel") + 1]
+
+    assert accel(_command()) == "tcg,thread=multi"
+    assert accel(_command(one_host_thread=True)) == "tcg,thread=single"
 
 
 def test_without_devices_the_command_line_is_the_one_before_them():
