@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import runpy
+import signal
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -194,12 +195,20 @@ def run_program(
     def program() -> None:
         runpy.run_path(str(MAIN), run_name="__main__")
 
+    # What components/engine_stop.py sets for the program's own process, which the engine ends.
+    sigint_handler = signal.getsignal(signal.SIGINT)
+    grpc_error_to_exception = settings.grpc_error_to_exception
     try:
         _sync_await(run_pulumi_func(program))
     finally:
         # The program froze its objects for the cyclic GC (components/heap.py): in this process,
         # which evaluates it again and again, they must become collectable once dropped.
         heap.release()
+        # And it made the engine's SIGINT and any call the engine cancelled end its process: this
+        # one goes on to run other tests (an inline program's cancelled call among them; seen: a
+        # test worker ended by os._exit), and a Ctrl+C must stop pytest as usual.
+        signal.signal(signal.SIGINT, sigint_handler)
+        settings.grpc_error_to_exception = grpc_error_to_exception
     outputs = {key: _sync_await(pulumi.Output.from_input(value).future()) for key, value in root.outputs.items()}
     secret_outputs = {
         key for key, value in root.outputs.items() if _sync_await(pulumi.Output.from_input(value).is_secret())
