@@ -26,7 +26,9 @@ trap 'kill -- -"$build_group" 2>/dev/null' EXIT
 # what goes where: each emulated machine's modules in one worker, in order, the origin machine in
 # one and the interleaved machine beside it in the other; every other module to whichever is free.
 workers=${NUMA_KUBELETS_TEST_WORKERS:-2}
-parallel=(-n "$workers")
+# A worker that dies fails the run at once: xdist's replacement of it can wait for good (seen: the
+# replacement held its module's last test, which xdist sends only with more work or a shutdown).
+parallel=(-n "$workers" --max-worker-restart 0)
 [ "$workers" != 0 ] || parallel=()
 tests_rc=0
 NUMA_KUBELETS_TOOLS_BUILDING=1 "$python" -m pytest "${parallel[@]}" "$@" || tests_rc=$?
