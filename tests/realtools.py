@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -60,35 +61,29 @@ def wait_until_built(name: str) -> None:
     so does a name the build never lists (it would wait for the whole build, then fail)."""
     if name not in (announced := announced_programs()):
         raise ToolMissing(f"tools/build.sh builds no program {name!r}; it lists: {', '.join(sorted(announced))}")
-    if not os.environ.get("NUMA_KUBELETS_TOOLS_BUILDING"):
-        return
-    started = time.monotonic()
-    while True:
-        if READY_LIST.exists() and name in READY_LIST.read_text().split():
-            break
-        if BUILD_EXIT.exists():
-            code = BUILD_EXIT.read_text().split()[0]
-            if code != "0":
-                raise ToolMissing(f"tools/build.sh failed (exit {code}) before it built {name}: see .tools/build.log")
-            break  # it ended: the caller finds the program, or says that it is missing
-        time.sleep(2)
-    if (waited := time.monotonic() - started) >= 1:
-        WAITED[name] = WAITED.get(name, 0.0) + waited
+    _wait_for_the_build(name, lambda: READY_LIST.exists() and name in READY_LIST.read_text().split())
 
 
 def wait_until_the_build_ended() -> None:
     """Returns once tools/build.sh has ended, when tests/run.sh runs it beside the tests; at once
     otherwise. A failed build fails here. For the tests marked `after_the_build` (tests/conftest.py)."""
+    _wait_for_the_build("everything", lambda: False)
+
+
+def _wait_for_the_build(what: str, built: Callable[[], bool]) -> None:
+    """Waits until `built()` or the build's end (a failed build fails), and counts the wait."""
     if not os.environ.get("NUMA_KUBELETS_TOOLS_BUILDING"):
         return
     started = time.monotonic()
-    while not BUILD_EXIT.exists():
+    while not built():
+        if BUILD_EXIT.exists():
+            code = BUILD_EXIT.read_text().split()[0]
+            if code != "0":
+                raise ToolMissing(f"tools/build.sh failed (exit {code}) before it built {what}: see .tools/build.log")
+            break  # it ended: the caller finds the program, or says that it is missing
         time.sleep(2)
-    code = BUILD_EXIT.read_text().split()[0]
-    if code != "0":
-        raise ToolMissing(f"tools/build.sh failed (exit {code}): see .tools/build.log")
     if (waited := time.monotonic() - started) >= 1:
-        WAITED["the whole build"] = WAITED.get("the whole build", 0.0) + waited
+        WAITED[what] = WAITED.get(what, 0.0) + waited
 
 
 def cli_version() -> str:
