@@ -70,6 +70,11 @@ def wait_until_the_build_ended() -> None:
     _wait_for_the_build("everything", lambda: False)
 
 
+def the_build_is_running() -> bool:
+    """True while tools/build.sh runs beside the tests (tests/run.sh) and has not ended."""
+    return bool(os.environ.get("NUMA_KUBELETS_TOOLS_BUILDING")) and not BUILD_EXIT.exists()
+
+
 def _wait_for_the_build(what: str, built: Callable[[], bool]) -> None:
     """Waits until `built()` or the build's end (a failed build fails), and counts the wait."""
     if not os.environ.get("NUMA_KUBELETS_TOOLS_BUILDING"):

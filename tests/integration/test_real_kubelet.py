@@ -28,7 +28,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
-import os
 import shlex
 import uuid
 from typing import Any
@@ -77,9 +76,6 @@ COMMAND = ("/bin/sleep", "3600")
 # One CPU per socket, interleaved across the nodes; 1 GiB of memory on each.
 NODES = ((0, 3, 6), (1, 4, 7), (2, 5))
 MEMORY_MIB = 3072
-# Under pytest-xdist (tests/run.sh) this machine runs in one worker beside the origin machine in the
-# other (tests/conftest.py MACHINE_UNITS): its vCPUs then share one host thread (testhost.boot).
-BESIDE_THE_ORIGIN = "PYTEST_XDIST_WORKER" in os.environ
 HOST = "numa-c"
 NUMAS = (0, 1, 2)
 # The defaults for it (DESIGN.md section 3): the lowest CPU of each node for the host's services,
@@ -183,7 +179,7 @@ def real(request, boot_testhost, tmp_path_factory):
         raise ValueError(f"NUMA_KUBELETS_STANDALONE_SUITES: unknown suite {request.param!r} (known: {recipe.SUITES})")
     realtools.wait_until_the_build_ended()
     with Stopwatch(f"[{request.param}] boot the 3-node interleaved machine"):
-        host = boot_testhost(NODES, memory_mib=MEMORY_MIB, suite=request.param, one_host_thread=BESIDE_THE_ORIGIN)
+        host = boot_testhost(NODES, memory_mib=MEMORY_MIB, suite=request.param)
     view = HostView(host)
     # The emulated firmware numbers the CPUs as asked (the test host's topology, not the program).
     cpulists = "for node in $(ls -d /sys/devices/system/node/node[0-9]* | sort -V); do cat $node/cpulist; done"

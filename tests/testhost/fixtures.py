@@ -19,11 +19,13 @@ from pathlib import Path
 
 import pytest
 
+from tests import realtools
+
 from . import recipe
 from .host import DEFAULT_MEMORY_MIB, TestHost, boot
 from .image import Image, ensure_image
 from .pci import PciDeviceLike
-from .qemu import API_PORT_FILE
+from .qemu import API_PORT_FILE, running_test_hosts
 from .topology import ORIGIN, TopologyLike
 
 # The origin machine's PCI devices: what the real-cluster tier's device scenarios offer (one drive
@@ -35,6 +37,21 @@ ORIGIN_PCI = ("nvme@0", "nvme@1", "nvme@1", "nvme@-1")
 ORIGIN_SSH_PORT = 2222
 
 BootTestHost = Callable[..., TestHost]
+
+
+def beside_other_work(own: Iterable[TestHost] = ()) -> bool:
+    """Whether a machine (re)booted now shares this machine's two cores with other heavy work: a
+    machine of another test process (`own`, this process's machines, are idle while it boots one:
+    it runs one test at a time) or the build beside the tests. Its vCPUs then run in one host
+    thread: see host.boot for what that saves beside other work and costs alone."""
+    others = set(running_test_hosts()) - {host.qemu.pid for host in own}
+    return bool(others) or realtools.the_build_is_running()
+
+
+def boots_beside_other_work(own: Iterable[TestHost] = ()) -> bool:
+    """beside_other_work() for a first boot, and when the session runs in two test workers (tests/run.sh,
+    tests/conftest.py): the other worker's machine may be booting at this moment, not yet running."""
+    return int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1 or beside_other_work(own)
 
 
 def session_api_port_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -96,8 +113,10 @@ def boot_testhost(
     testhost_image_of: Callable[[str], Image], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[BootTestHost]:
     """Factory: `boot_testhost(topology, memory_mib=2048, suite="bookworm", pci=(), ssh_port=None,
-    one_host_thread=False)` -> a running TestHost, stopped at session end; `pci` e.g. `["nvme@0",
-    "nvme@1", "nvme@-1"]` (pci.py); `ssh_port` None picks a free one; `one_host_thread`: host.boot."""
+    one_host_thread=None)` -> a running TestHost, stopped at session end; `pci` e.g. `["nvme@0",
+    "nvme@1", "nvme@-1"]` (pci.py); `ssh_port` None picks a free one; `one_host_thread`: host.boot,
+    None: one host thread while the machine runs beside other work (boots_beside_other_work at the
+    boot, beside_other_work at each reboot)."""
     started: list[TestHost] = []
 
     def boot_one(
@@ -106,7 +125,7 @@ def boot_testhost(
         suite: str = recipe.DEFAULT_SUITE,
         pci: Iterable[PciDeviceLike] = (),
         ssh_port: int | None = None,
-        one_host_thread: bool = False,
+        one_host_thread: bool | None = None,
     ) -> TestHost:
         workdir: Path = tmp_path_factory.mktemp("testhost")
         host = boot(
@@ -117,7 +136,8 @@ def boot_testhost(
             memory_mib=memory_mib or DEFAULT_MEMORY_MIB,
             api_port_file=session_api_port_file(tmp_path_factory),
             pci=pci,
-            one_host_thread=one_host_thread,
+            one_host_thread=boots_beside_other_work(started) if one_host_thread is None else one_host_thread,
+            one_host_thread_at_reboot=(lambda: beside_other_work(started)) if one_host_thread is None else None,
         )
         started.append(host)
         return host

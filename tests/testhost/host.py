@@ -8,7 +8,7 @@ import shlex
 import socket
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,6 +23,7 @@ from .qemu import (
     pick_free_port,
     qemu_command,
     start_qemu,
+    with_accel,
 )
 from .ssh import RemoteCommandError, RunResult, SshSession, StdinData
 from .tools import TestHostError, guest_panic, guest_stalls, require_tools, tail
@@ -78,6 +79,9 @@ class TestHost:
     pci: tuple[PciDevice, ...] = ()
     # The qemu command line it was booted with: a reboot starts it again (qemu runs with -no-reboot).
     qemu_argv: tuple[str, ...] = ()
+    # Asked at each reboot (a power cycle starts qemu anew) whether the vCPUs run in one host thread
+    # from then on; None: as they did.
+    one_host_thread_at_reboot: Callable[[], bool] | None = None
     reboots: int = 0
     _ssh: SshSession = field(init=False, repr=False)
 
@@ -144,6 +148,7 @@ class TestHost:
                     f"the guest did not shut down within {timeout:.0f} s of `systemctl reboot`\n{tail(self.serial_log)}"
                 )
             time.sleep(1)
+        self.qemu_argv = tuple(self.next_boot_argv())
         for attempt in range(BOOTS_AFTER_A_PANIC + 1):
             self.reboots += 1
             # Each boot's console is kept: qemu starts the serial log afresh.
@@ -167,6 +172,13 @@ class TestHost:
                     raise
                 self.disconnect()
                 time.sleep(3)
+
+    def next_boot_argv(self) -> list[str]:
+        """The qemu command line a reboot starts: the last boot's, its vCPUs' threads decided again
+        when one_host_thread_at_reboot is given."""
+        if self.one_host_thread_at_reboot is None:
+            return list(self.qemu_argv)
+        return with_accel(self.qemu_argv, self.one_host_thread_at_reboot())
 
     def is_running(self) -> bool:
         return self.qemu.is_running()
@@ -237,6 +249,7 @@ def boot(
     api_port_file: Path | None = None,
     pci: Iterable[PciDeviceLike] = (),
     one_host_thread: bool = False,
+    one_host_thread_at_reboot: Callable[[], bool] | None = None,
 ) -> TestHost:
     """Boot a fresh test host (pristine copy-on-write disk) and wait until SSH runs commands.
 
@@ -247,10 +260,13 @@ def boot(
     (default: `<workdir>/guest-api-port`) through GUEST_API_ADDRESS:GUEST_API_PORT (qemu.py).
     `pci` attaches emulated PCI devices on chosen NUMA nodes, e.g. `["nvme@0", "nvme@1",
     "nvme@-1"]` (-1: no NUMA affinity; pci.py). `one_host_thread` emulates all its vCPUs in one
-    host thread, for a machine that runs beside another on this 2-core machine: two multi-threaded
-    guests contend with each other's vCPU threads, while one thread does the same guest work in a
-    fifth less CPU time (measured: a guest benchmark of daemon-reloads, forks and kubelet starts,
-    42 s of CPU in one thread, 52 s multi-threaded; 24 % longer alone).
+    host thread, for a machine that runs beside other heavy work on this 2-core machine (another
+    machine, the build): multi-threaded, its eight vCPU threads contend for what the other work
+    leaves and wait for each other. Measured, a fixed guest workload on the origin machine (daemon-
+    reloads, forks, four parallel shell loops, kubelet starts): beside a second machine 53 s of
+    wall and 54 s of CPU multi-threaded, 34 and 34 in one thread (and the second machine got on 8 %
+    faster); beside two busy host threads 50/54 against 37/36; alone 25/38 against 36/36.
+    `one_host_thread_at_reboot`, when given, decides again at each reboot.
     """
     require_tools("qemu-system-x86_64", "qemu-img")
     topology = Topology.of(topology)
@@ -262,17 +278,20 @@ def boot(
     image = image or ensure_image(cache_dir, suite)
     workdir = Path(workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
+    boot_args = (image, topology, workdir, ssh_port, memory_mib, timeout, api_port_file, devices, one_host_thread)
     for panicked_boots in range(1, 1 + BOOTS_AFTER_A_PANIC):
         try:
-            return _boot_once(
-                image, topology, workdir, ssh_port, memory_mib, timeout, api_port_file, devices, one_host_thread
-            )
+            host = _boot_once(*boot_args)
+            break
         except GuestPanicked as panic:
             first_line = str(panic).splitlines()[0]
             print(f"testhost: {first_line}; booting a fresh disk again", file=sys.stderr, flush=True)
             # Kept beside the next boot's, for whoever wonders why this boot took longer.
             (workdir / "serial.log").replace(workdir / f"serial-panicked-{panicked_boots}.log")
-    return _boot_once(image, topology, workdir, ssh_port, memory_mib, timeout, api_port_file, devices, one_host_thread)
+    else:
+        host = _boot_once(*boot_args)
+    host.one_host_thread_at_reboot = one_host_thread_at_reboot
+    return host
 
 
 def _boot_once(

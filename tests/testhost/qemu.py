@@ -22,6 +22,8 @@ from .tools import TestHostError, run_logged, tail
 from .topology import Topology, qemu_topology_args
 
 QEMU = "qemu-system-x86_64"
+# qemu's -name for every test host: how a test host's qemu is told from any other.
+VM_NAME = "numa-kubelets-testhost"
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,19 @@ class QemuProcess:
                 time.sleep(0.1)
         if self.is_running():
             raise TestHostError(f"qemu pid {self.pid} did not exit")
+
+
+def running_test_hosts(proc: Path = Path("/proc")) -> list[int]:
+    """The pids of the test hosts' qemu processes running on this machine, any session's."""
+    pids = []
+    for cmdline in proc.glob("[0-9]*/cmdline"):
+        try:
+            argv = cmdline.read_bytes().split(b"\0")
+        except OSError:  # gone since the glob
+            continue
+        if os.path.basename(argv[0]) == QEMU.encode() and VM_NAME.encode() in argv:
+            pids.append(int(cmdline.parent.name))
+    return sorted(pids)
 
 
 def pick_free_port() -> int:
@@ -135,10 +150,10 @@ def qemu_command(
     return [
         QEMU,
         "-name",
-        "numa-kubelets-testhost",
+        VM_NAME,
         # KVM exists on these machines but is unusable: plain TCG, multi-threaded unless asked.
         "-accel",
-        "tcg,thread=single" if one_host_thread else "tcg,thread=multi",
+        accel_option(one_host_thread),
         "-machine",
         "q35",
         *qemu_topology_args(topology, memory_mib),
@@ -165,6 +180,17 @@ def qemu_command(
         "-no-reboot",
         "-daemonize",
     ]
+
+
+def accel_option(one_host_thread: bool) -> str:
+    return "tcg,thread=single" if one_host_thread else "tcg,thread=multi"
+
+
+def with_accel(argv: Sequence[str], one_host_thread: bool) -> list[str]:
+    """`argv` (a qemu_command) with its vCPUs in one host thread or one thread each."""
+    argv = list(argv)
+    argv[argv.index("-accel") + 1] = accel_option(one_host_thread)
+    return argv
 
 
 def start_qemu(argv: list[str], pidfile: Path, serial_log: Path, log_path: Path) -> QemuProcess:
