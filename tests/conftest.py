@@ -12,7 +12,13 @@ from tests.realcluster.fixtures import control_plane  # noqa: F401  (one per ses
 
 # The emulated machines' fixtures, here once for every tier: a session fixture imported in two
 # conftests (or a test module) is made twice, e.g. two origin machines.
-from tests.testhost.fixtures import boot_testhost, numa_host, testhost_image, testhost_image_of  # noqa: F401
+from tests.testhost.fixtures import (  # noqa: F401
+    boot_testhost,
+    numa_host,
+    session_origin_machine,
+    testhost_image,
+    testhost_image_of,
+)
 
 
 @pytest.fixture(scope="session")
@@ -20,7 +26,7 @@ def origin_kubelet(request):
     """The built kubelet at GUEST_KUBELET on the shared origin machine (`numa_host`), for each
     module that runs it there: copied once (about 15 s), removed at the end of the session. Its
     version."""
-    host = request.getfixturevalue("numa_host")
+    host = request.getfixturevalue("session_origin_machine")
     version = install_built_program(HostView(host))
     yield version
     host.run(f"rm -f {GUEST_KUBELET}", check=False)
@@ -63,7 +69,7 @@ MACHINE_UNITS = {
 }
 GUEST_MODULES = frozenset(MACHINE_UNITS)
 # The fixtures that boot or reuse an emulated machine (tests/testhost/fixtures.py).
-MACHINE_FIXTURES = frozenset({"numa_host", "boot_testhost", "testhost_image"})
+MACHINE_FIXTURES = frozenset({"numa_host", "session_origin_machine", "boot_testhost", "testhost_image"})
 
 
 def module_of(nodeid: str) -> str:

@@ -180,6 +180,10 @@ class TestHost:
             return list(self.qemu_argv)
         return with_accel(self.qemu_argv, self.one_host_thread_at_reboot())
 
+    def vcpu_threads_fit(self) -> bool:
+        """Whether a reboot now would start qemu with the vCPU threads it runs with."""
+        return self.next_boot_argv() == list(self.qemu_argv)
+
     def is_running(self) -> bool:
         return self.qemu.is_running()
 

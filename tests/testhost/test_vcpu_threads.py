@@ -43,10 +43,14 @@ def _host(argv, one_host_thread_at_reboot):
 
 def test_a_reboot_decides_the_vcpu_threads_again_when_asked_to():
     beside = [True]
-    host = _host(_command(), lambda: beside[0])
+    host = _host(_command(one_host_thread=True), lambda: beside[0])
     assert accel(host.next_boot_argv()) == "tcg,thread=single"
     beside[0] = False
     assert accel(host.next_boot_argv()) == "tcg,thread=multi"
+    # A module's numa_host power-cycles the origin machine when they no longer fit (fixtures.py).
+    assert not host.vcpu_threads_fit()
+    beside[0] = True
+    assert host.vcpu_threads_fit()
     # Without the question a reboot starts the last boot's command line as it was.
     assert _host(_command(one_host_thread=True), None).next_boot_argv() == _command(one_host_thread=True)
 
