@@ -13,7 +13,10 @@ from components import engine_stop
 REPO = Path(__file__).resolve().parents[2]
 # A program that waits (as one waiting on its resource registrations), with or without the handler.
 WAITING = """
-import sys, time
+import signal, sys, time
+# Python's own handler, which it installs only when SIGINT is not ignored at its start: a test run
+# started in the background of a non-interactive shell (nohup ... &) passes SIGINT on ignored.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 {install}
 print("waiting", flush=True)
 time.sleep(60)
