@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# Starts tools/build.sh in the background, in its own process group, at the tests' CPU priority
-# until the kubelet is built (every real-host test waits for it) and at the lowest after it,
+# Starts tools/build.sh in the background, at the lowest CPU priority, in its own process group,
 # unless one this script started is still running (then it leaves that one alone): tests/run.sh
 # calls it to build beside the tests, and .ci/run calls it first of all, so that the build
 # also has the minutes CI spends installing packages. Its output goes to .tools/build.log; when
@@ -25,7 +24,7 @@ command -v go >/dev/null || export PATH=$PATH:/usr/local/go/bin # where Go lives
 rm -f .tools/ready .tools/build.exit
 # The marker is the name bash gives the inline script ($0), which `running` looks for.
 # shellcheck disable=SC2016 # expanded by that inner bash, not here
-setsid bash -c 'NUMA_KUBELETS_BUILD_LOWEST_AFTER=kubelet bash tools/build.sh >.tools/build.log 2>&1; echo "$? $SECONDS" >.tools/build.exit' \
+setsid bash -c 'nice -n 19 bash tools/build.sh >.tools/build.log 2>&1; echo "$? $SECONDS" >.tools/build.exit' \
   numa-kubelets-build-in-background </dev/null &
 echo $! >"$pid_file"
 echo "tools/build.sh started in the background (process group $!); its log: .tools/build.log"

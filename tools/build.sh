@@ -230,13 +230,6 @@ fi
 for family in "${families[@]}"; do
   declare -F "build_$family" >/dev/null || { echo "tools/build.sh: unknown program family $family" >&2; exit 2; }
   "build_$family"
-  # Beside the tests (tools/build-in-background.sh) the build goes on at the lowest CPU priority
-  # once the families every real-host test waits for are built: from then on the emulated
-  # machines' work is what the run waits for, and the later families are needed later (measured
-  # cold, 2026-12-07: the tests waited 426 s for the kubelet, which built at nice 19 beside them).
-  if [ "$family" = "${NUMA_KUBELETS_BUILD_LOWEST_AFTER:-}" ]; then
-    renice -n 19 -p $$ >/dev/null
-  fi
 done
 wait # the prefetch, long over
 echo "tools built in $((SECONDS - total_started)) s into $bin_dir"
