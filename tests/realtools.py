@@ -61,7 +61,12 @@ def wait_until_built(name: str) -> None:
     so does a name the build never lists (it would wait for the whole build, then fail)."""
     if name not in (announced := announced_programs()):
         raise ToolMissing(f"tools/build.sh builds no program {name!r}; it lists: {', '.join(sorted(announced))}")
-    _wait_for_the_build(name, lambda: READY_LIST.exists() and name in READY_LIST.read_text().split())
+    _wait_for_the_build(name, lambda: is_built(name))
+
+
+def is_built(name: str) -> bool:
+    """Whether tools/build.sh, running beside the tests, has listed `name` as built in this run."""
+    return READY_LIST.exists() and name in READY_LIST.read_text().split()
 
 
 def wait_until_the_build_ended() -> None:

@@ -63,15 +63,24 @@ def session_api_port_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def testhost_image(request: pytest.FixtureRequest) -> Image:
     """The cached image of the default suite (built on first use, about two minutes). The images
-    of the other suites the session boots machines of are then built beside the tests that come
-    first (under tests/run.sh they wait for the real programs' build anyway), not when their
-    machine boots: `ensure_image` waits for such a build under its lock, or builds what it left."""
+    of the other suites the session boots machines of are then built beside the tests, not when
+    their machine boots (under tests/run.sh after the whole build), and not before the kubelet is
+    built: until then every real-host test waits for the build, whose CPU an image build would
+    take. `ensure_image` waits for such a build under its lock, or builds what it left."""
     image = ensure_image()
     later = suites_booted_later(request.session.items) - {image.suite}
     if later:
-        builder = threading.Thread(target=build_images, args=(sorted(later),), name="testhost images", daemon=True)
+        session_over = threading.Event()
+        builder = threading.Thread(
+            target=build_images, args=(sorted(later), session_over), name="testhost images", daemon=True
+        )
         builder.start()
-        request.addfinalizer(builder.join)  # a session that ends sooner leaves no mmdebstrap behind
+
+        def stop_and_join() -> None:  # a session that ends sooner leaves no mmdebstrap behind
+            session_over.set()
+            builder.join()
+
+        request.addfinalizer(stop_and_join)
     return image
 
 
@@ -88,9 +97,13 @@ def suites_booted_later(items: Iterable[pytest.Item]) -> set[str]:
     }
 
 
-def build_images(suites: Iterable[str]) -> None:
-    """Builds (or finds) these suites' images. A failure is not reported here: the machine's own
+def build_images(suites: Iterable[str], session_over: threading.Event) -> None:
+    """Builds (or finds) these suites' images, once the kubelet is built when the build runs beside
+    the tests; not if the session is over first. A failure is not reported here: the machine's own
     `ensure_image` call builds again and fails with the error."""
+    while realtools.the_build_is_running() and not realtools.is_built("kubelet"):
+        if session_over.wait(2):
+            return
     for suite in suites:
         try:
             ensure_image(suite=suite)
