@@ -47,9 +47,9 @@ _figures = timings.Summary()
 # machine's state and share its session fixture. The two machines run at once, one per worker
 # (measured warm: the namespace scenarios took 23 minutes beside the interleaved machine's module,
 # 18 without it; that module 22, 12 alone: 45 minutes of guests in 23). Every other module, whole or
-# in the runs the build order splits it into, goes to whichever worker is free. The control plane
-# is a session fixture: each worker that needs it starts its own (the host-side modules' one only
-# after the build, for their last tests). xdist's scheduler sees only test ids: the modules are
+# in the runs the build order splits it into, goes to whichever worker is free, after the machines'
+# (pytest_collection_modifyitems). The control plane is a session fixture: each worker that needs
+# it starts its own. xdist's scheduler sees only test ids: the modules are
 # named here, and the collection fails when a test boots a machine outside them.
 ORIGIN_MACHINE_UNIT = "the origin machine"
 INTERLEAVED_MACHINE_UNIT = "the interleaved machine"
@@ -125,22 +125,38 @@ def check_guest_modules(items: list[pytest.Item]) -> None:
         )
 
 
+# The ranks family_rank gives: no family, each family of the build, after the build.
+FAMILY_RANKS = len(realtools.BUILD_ORDER) + 2
+
+
+def family_rank(item: pytest.Item) -> int:
+    """0 for a test that needs no built program, then the `realtools` families in the order
+    tools/build.sh builds them, then `after_the_build`."""
+    if item.get_closest_marker("after_the_build"):
+        return FAMILY_RANKS - 1
+    marker = item.get_closest_marker("realtools")
+    if marker is None:
+        return 0
+    if len(marker.args) != 1 or marker.args[0] not in realtools.BUILD_ORDER:
+        raise pytest.UsageError(
+            f"{item.nodeid}: realtools takes one family of {realtools.BUILD_ORDER}, not {marker.args}"
+        )
+    return 1 + realtools.BUILD_ORDER.index(marker.args[0])
+
+
 @pytest.hookimpl(trylast=True)  # after pytest's own grouping by fixture scope, which this keeps
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The tests that need no built program first, then the `realtools` ones in the order
-    tools/build.sh builds their families: under tests/run.sh the build runs beside them."""
+    """The emulated machines' tests first, in the order tools/build.sh builds the families they
+    need (under tests/run.sh the build runs beside them), then every other test, the last families
+    first. On 2 cores everything beside the build takes CPU it needs: the host-side tests, run
+    before the kubelet was built, delayed it, and the origin machine's scenarios with it, which wait
+    for it; after the build the origin machine runs alone at the end and leaves a core idle, where
+    the host-side tests now run. Their last families first: a worker whose machine is done takes
+    the next unit left, and the ones left at the end are then quick (no family: unit tests)."""
 
     def rank(item: pytest.Item) -> int:
-        if item.get_closest_marker("after_the_build"):
-            return 1 + len(realtools.BUILD_ORDER)
-        marker = item.get_closest_marker("realtools")
-        if marker is None:
-            return 0
-        if len(marker.args) != 1 or marker.args[0] not in realtools.BUILD_ORDER:
-            raise pytest.UsageError(
-                f"{item.nodeid}: realtools takes one family of {realtools.BUILD_ORDER}, not {marker.args}"
-            )
-        return 1 + realtools.BUILD_ORDER.index(marker.args[0])
+        family = family_rank(item)
+        return family if module_of(item.nodeid) in MACHINE_UNITS else 2 * FAMILY_RANKS - 1 - family
 
     items.sort(key=rank)  # stable: a module's tests stay together and in file order
     check_guest_modules(items)

@@ -1,14 +1,13 @@
 #!/usr/bin/env bash
 # Every test tier, the real-host tier included (what `make test` and CI run), while the real
-# programs build: tools/build.sh runs in the background at the lowest CPU priority
-# (tools/build-in-background.sh: the emulated hosts keep their pace; the build takes the CPU
-# time the tests leave idle). The tests that need no built program run first; those marked
-# `realtools(family)` follow in the order the build finishes the families, each waiting for
-# the programs it asks for (tests/realtools.py). Every real-host scenario runs the real kubelet
-# through the Pulumi engine, which the build makes first (both about 12 minutes on a fresh
-# machine; the engine's own tests run once it is there, while the kubelet builds); the whole build
-# takes about 23 minutes alone, and far longer beside the emulated hosts. On a machine that built
-# before, seconds.
+# programs build: tools/build.sh runs in the background in a session of its own
+# (tools/build-in-background.sh: where the kernel groups CPU time by session it gets as much as
+# this session and as each emulated machine). The emulated machines' scenarios run first, in the
+# order the build finishes the families they need, each waiting for the programs it asks for
+# (tests/realtools.py); every other test after them (tests/conftest.py says why). Every real-host
+# scenario runs the real kubelet through the Pulumi engine, which the build makes first (both
+# about 12 minutes on a fresh machine); the whole build takes about 23 minutes alone, and far
+# longer beside the emulated hosts. On a machine that built before, seconds.
 #
 #   tests/run.sh                 every tier
 #   tests/run.sh -x -k cluster   pytest arguments

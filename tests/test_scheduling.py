@@ -1,7 +1,7 @@
 """How two workers share the tests (tests/conftest.py, tests/run.sh): xdist's own scheduler, fed this
 repository's real collection, hands each emulated machine's modules to one worker as one unit in
-collection order, the two machines to different
-workers, and every other module's contiguous runs each whole to one worker."""
+collection order, the two machines to different workers, first, and every other module's
+contiguous runs each whole to one worker after them."""
 
 from __future__ import annotations
 
@@ -82,10 +82,16 @@ def test_each_machine_runs_on_its_own_worker_in_order_and_every_other_run_whole(
     assert {unit: names for unit, names in worker_of_unit.items() if len(names) > 1} == {}
     machine_workers = {unit: names for unit, names in worker_of_unit.items() if unit in conftest.MACHINE_UNITS.values()}
     assert len(machine_workers) == 2 and set.union(*machine_workers.values()) == set(ran)
+    # The machines' tests before every other test, the interleaved machine's (after_the_build) last of them.
+    origin = [nodeid for nodeid in nodeids if units[nodeid] == conftest.ORIGIN_MACHINE_UNIT]
     interleaved = [nodeid for nodeid in nodeids if units[nodeid] == conftest.INTERLEAVED_MACHINE_UNIT]
-    assert nodeids[-len(interleaved) :] == interleaved  # after_the_build: after every other test
+    assert nodeids[: len(origin) + len(interleaved)] == origin + interleaved
+    # Each worker starts with its machine's tests, in order: nothing runs beside the build but them.
     for unit, [name] in machine_workers.items():
-        assert [nodeid for nodeid in ran[name] if units[nodeid] == unit] == [n for n in nodeids if units[n] == unit]
+        mine = [n for n in nodeids if units[n] == unit]
+        assert ran[name][: len(mine)] == mine
+    # The host-side tests after them, the last families first: unit tests at the end.
+    assert conftest.module_of(nodeids[-1]).startswith("tests/unit/")
 
 
 def test_a_module_split_by_the_build_order_is_one_unit_per_run():
