@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import shlex
 import signal
 from typing import Any
 
@@ -34,7 +35,15 @@ from tests.integration.test_network_namespaces import snapshot
 from tests.integration.test_real_cluster import running_container_id  # (the same demo namespace)
 from tests.polling import Polling
 from tests.realcluster.controlplane import ControlPlane
-from tests.realengine.demo import NAMESPACE, DemoStack, demo_stack_config, dev_stack_config, parent_interface, plan_of
+from tests.realengine.demo import (
+    NAMESPACE,
+    WORKLOAD,
+    DemoStack,
+    demo_stack_config,
+    dev_stack_config,
+    parent_interface,
+    plan_of,
+)
 from tests.realengine.engine import UpdateFailed
 from tests.realengine.relay import SshRelay
 from tests.testhost.pci import pci_devices
@@ -231,7 +240,7 @@ def test_up_joins_both_kubelets_and_proves_each_demo_pods_placement(deployed, st
     report = demo.report(deployed["host"])
     for numa in CPUS:
         assert f"numa{numa}-kubepods.slice" in report
-    assert report.count("/bin/sleep 3600") == 2, report
+    assert sum(line.endswith(f" {WORKLOAD}") for line in report.splitlines()) == 2, report
     deployed["pids"] = main_pids(view)
     deployed["pods"] = {pod.metadata.name: pod.metadata.uid for pod in core.list_namespaced_pod(NAMESPACE).items}
 
@@ -512,7 +521,7 @@ def test_refresh_after_a_reboot_reports_no_drift(deployed, stopwatch):
         assert view.sh(f"ip -n numa{numa} route show default").startswith("default via ")
         for unit in (f"containerd@numa{numa}.service", f"kubelet@numa{numa}.service"):
             assert view.active(unit), unit
-    sleepers = view.sh("pgrep -fx '/bin/sleep 3600'").split()
+    sleepers = view.sh(f"pgrep -fx {shlex.quote(WORKLOAD)}").split()
     confined = {}
     for pid in sleepers:
         [numa] = [n for n in CPUS if f"/numa{n}.slice/" in view.sh(f"cat /proc/{pid}/cgroup")]

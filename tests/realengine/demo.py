@@ -58,7 +58,11 @@ GATEWAY = "10.0.2.2"
 ADDRESSES = {0: "10.0.2.21/24", 1: "10.0.2.22/24"}
 CLUSTER_DNS = "10.96.0.10"  # the control plane runs no DNS add-on for the program to read
 NAMESPACE = "numa-demo"
-COMMAND = ["/bin/sleep", "3600"]
+# The demo pods' workload. `sleep` as PID 1 ignores SIGTERM (the kernel drops it for a PID
+# namespace's init without a handler), so every graceful stop (each drain's eviction, each demo
+# pod replaced or destroyed) waited out the demo's 5 s grace for the SIGKILL; the shell exits on it.
+WORKLOAD = "/bin/sleep 3600"
+COMMAND = ["/bin/sh", "-c", f"trap 'exit 0' TERM; {WORKLOAD} & wait"]
 
 
 class DemoError(RuntimeError):
