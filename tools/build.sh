@@ -219,10 +219,10 @@ prefetch_modules() {
 
 families=("$@")
 # pulumi before its providers: installing a plugin takes the CLI. The order is the one the tests
-# that need them run in (tests/realtools.py BUILD_ORDER). The engine first (the CLI, its language
-# host, the plugin doubles: a third of the kubelet's build), so that the engine's own tests run
-# while the kubelet builds; then the kubelet, which every real-host scenario needs beside the
-# engine, so they start as soon as both are there and run while the control plane builds.
+# that need them run in (tests/realtools.py BUILD_ORDER). The engine (the CLI, its language host,
+# the plugin doubles: a third of the kubelet's build) and the kubelet first: every real-host
+# scenario needs both, so they start as soon as both are there and run while the control plane
+# builds (the engine's own tests run after the machines' under tests/run.sh: tests/conftest.py).
 if [ ${#families[@]} -eq 0 ]; then
   families=(pulumi kubelet kubernetes etcd generic_device_plugin kubelet_previous pulumi_kubernetes)
   prefetch_modules kubernetes k8s.io/kubernetes/cmd/kubelet
