@@ -27,7 +27,8 @@ rm -f .tools/ready .tools/build.exit
 # an equal share whatever its processes' nice, so the build gets as much as the tests' session and
 # as each emulated machine (qemu daemonizes into a session of its own). Measured: two busy loops at
 # nice 19 in one session and two at nice 0 in another got 49 % of the CPU each. docs/testing.md has
-# why that split stays. The marker is the name bash gives the inline script ($0), which `running` looks for.
+# why that split stays. The marker is the name bash gives the inline script ($0), which `running`
+# looks for.
 # shellcheck disable=SC2016 # expanded by that inner bash, not here
 setsid bash -c 'nice -n 19 bash tools/build.sh >.tools/build.log 2>&1; echo "$? $SECONDS" >.tools/build.exit' \
   numa-kubelets-build-in-background </dev/null &
