@@ -56,6 +56,15 @@ def test_default_containerd_is_masked_and_not_running(numa_host: TestHost) -> No
     assert numa_host.run("test -e /run/containerd/containerd.sock", check=False).rc == 1
 
 
+def test_no_logind_runs_and_user_slice_is_up_as_on_any_host(numa_host: TestHost) -> None:
+    """logind is masked (recipe.py: it relayed every unit change of the product through dbus);
+    user.slice, which logind would pull in, is up anyway: the product confines it."""
+    assert numa_host.run("systemctl is-enabled systemd-logind.service", check=False).stdout.strip() == "masked"
+    assert numa_host.run("pgrep -x systemd-logind", check=False).rc == 1
+    assert numa_host.run("systemctl is-active user.slice").stdout.strip() == "active"
+    assert numa_host.run("test -d /sys/fs/cgroup/user.slice", check=False).rc == 0
+
+
 def test_boot_reached_a_healthy_system(numa_host: TestHost) -> None:
     result = numa_host.run("systemctl is-system-running --wait", check=False)
     failed = numa_host.run("systemctl --failed --no-legend --plain").stdout

@@ -108,6 +108,9 @@ done
 for unit in $(cat "$inputs/enabled-units"); do
     in_root systemctl enable "$unit"
 done
+# user.slice is up on every host, where logind wants it; the product confines it (host services)
+# and the tests look at its cgroup. With logind masked (recipe.py says why) the boot pulls it in.
+in_root systemctl add-wants multi-user.target user.slice
 # Every `systemctl daemon-reload` (the product's scripts run one each, and an apply runs several)
 # runs every system generator again. In this image none but the fstab generator has anything to
 # generate from (no crypttab, no GPT partitions, no rc.local, no init.d script without a native
