@@ -124,7 +124,8 @@ FREE_SPACE_MIB = 2048
 # a daemon-reload, a transient scope and 3 tmpfs mounts took 34 s with it and 27 s
 # without (systemd 19.5 s -> 15.8 s of CPU, dbus-daemon 5.7 s -> 0.1 s, logind 2.1
 # s -> 0); over the lifecycle and namespace modules dbus-daemon and logind had used
-# 38 s of the guest's CPU. A `systemctl reboot` falls back from logind to systemd.
+# 38 s of the guest's CPU. A `systemctl reboot` falls back from logind to systemd;
+# user.slice, which logind pulls in, customize_rootfs.sh has multi-user.target want.
 MASKED_UNITS = (
     "containerd.service",
     "systemd-logind.service",
