@@ -1,6 +1,5 @@
 import gc
 from collections import defaultdict
-from collections.abc import Iterator
 
 import pytest
 from hypothesis import settings
@@ -17,34 +16,20 @@ from tests.testhost.fixtures import (  # noqa: F401
     boot_testhost,
     numa_host,
     session_origin_machine,
-    session_twin_machine,
     testhost_image,
     testhost_image_of,
-    twin_host,
 )
-from tests.testhost.host import TestHost
-
-
-def installed_kubelet(host: TestHost) -> Iterator[str]:
-    """The built kubelet at GUEST_KUBELET on a session machine, for each module that runs it there:
-    copied once (about 15 s), removed at the end of the session. Its version."""
-    version = install_built_program(HostView(host))
-    yield version
-    host.run(f"rm -f {GUEST_KUBELET}", check=False)
 
 
 @pytest.fixture(scope="session")
 def origin_kubelet(request):
-    """installed_kubelet on the shared origin machine (`numa_host`)."""
-    yield from installed_kubelet(request.getfixturevalue("session_origin_machine"))
-
-
-@pytest.fixture(scope="session")
-def twin_kubelet(request):
-    """installed_kubelet on the twin machine (`twin_host`), which boots once the kubelet is built: its
-    worker has nothing to do before, and a boot beside the build takes CPU the build needs."""
-    realtools.wait_until_built("kubelet")
-    yield from installed_kubelet(request.getfixturevalue("session_twin_machine"))
+    """The built kubelet at GUEST_KUBELET on the shared origin machine (`numa_host`), for each
+    module that runs it there: copied once (about 15 s), removed at the end of the session. Its
+    version."""
+    host = request.getfixturevalue("session_origin_machine")
+    version = install_built_program(HostView(host))
+    yield version
+    host.run(f"rm -f {GUEST_KUBELET}", check=False)
 
 
 # Timing belongs in benchmarks: a property test must not fail because CI is busy (e.g. with
@@ -59,37 +44,37 @@ _figures = timings.Summary()
 
 # tests/run.sh runs the tests in three pytest-xdist workers (NUMA_KUBELETS_TEST_WORKERS, default 3).
 # Each emulated machine's modules go, as one unit and in order, to one worker: they build on the
-# machine's state and share its session fixture. The three machines run at once, one per worker.
-# The origin machine's chain of modules was the run's longest (smoke, Quick start, lifecycle,
-# namespaces, real cluster, real engine: all of a 64-minute cold run, the last 13 minutes alone), so the namespace and
-# real-engine scenarios, which need nothing of its state, run on a twin of it (same topology and
-# drives): the namespaces once the kubelet is built, the real engine once the kubernetes provider
-# is, beside the real cluster; the interleaved machine once the whole build is done. Every other
-# module, whole or in the runs the build order splits it into, goes to whichever worker is free,
-# after the machines' (pytest_collection_modifyitems). The control plane is a session fixture: each
-# worker that needs it starts its own. xdist's scheduler sees only test ids: the modules are named
-# here, and the collection fails when a test boots a machine outside them.
+# machine's state and share its session fixture. The three machines run at once, one per worker:
+# the origin machine's chain (smoke, Quick start, lifecycle, namespaces, real cluster) is the run's
+# longest, so the real engine's scenarios, which need nothing of its state, run on a machine of the
+# same shape of their own (the engine machine), beside the real cluster, once the kubernetes
+# provider is built; the interleaved machine once the whole build is done. (Not the namespace
+# scenarios too: on a second machine from the kubelet's end they took the CPU the build's later
+# families needed, and those gate two machines: docs/testing.md.) Every other module,
+# whole or in the runs the build order splits it into, goes to whichever worker is free, after the
+# machines' (pytest_collection_modifyitems). The control plane is a session fixture: each worker
+# that needs it starts its own. xdist's scheduler sees only test ids: the modules are named here,
+# and the collection fails when a test boots a machine outside them.
 ORIGIN_MACHINE_UNIT = "the origin machine"
 INTERLEAVED_MACHINE_UNIT = "the interleaved machine"
-TWIN_MACHINE_UNIT = "the twin machine"
+ENGINE_MACHINE_UNIT = "the engine machine"
 MACHINE_UNITS = {
     **{
         f"tests/integration/{name}.py": ORIGIN_MACHINE_UNIT
         for name in (
             "test_testhost_smoke",
             "test_lifecycle",
+            "test_network_namespaces",
             "test_real_cluster",
         )
     },
-    **{f"tests/integration/{name}.py": TWIN_MACHINE_UNIT for name in ("test_network_namespaces", "test_real_engine")},
+    "tests/integration/test_real_engine.py": ENGINE_MACHINE_UNIT,
     "tests/e2e/test_quick_start.py": ORIGIN_MACHINE_UNIT,
     "tests/integration/test_real_kubelet.py": INTERLEAVED_MACHINE_UNIT,
 }
 GUEST_MODULES = frozenset(MACHINE_UNITS)
 # The fixtures that boot or reuse an emulated machine (tests/testhost/fixtures.py).
-MACHINE_FIXTURES = frozenset(
-    {"numa_host", "session_origin_machine", "twin_host", "session_twin_machine", "boot_testhost", "testhost_image"}
-)
+MACHINE_FIXTURES = frozenset({"numa_host", "session_origin_machine", "boot_testhost", "testhost_image"})
 
 
 def module_of(nodeid: str) -> str:

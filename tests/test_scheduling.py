@@ -87,10 +87,13 @@ def test_each_machine_runs_on_its_own_worker_in_order_and_every_other_run_whole(
     assert {unit: names for unit, names in worker_of_unit.items() if len(names) > 1} == {}
     machine_workers = {unit: names for unit, names in worker_of_unit.items() if unit in conftest.MACHINE_UNITS.values()}
     assert len(machine_workers) == WORKERS and set.union(*machine_workers.values()) == set(ran)
-    # The machines' tests before every other test, the interleaved machine's (after_the_build) last of them.
-    machine_tests = [nodeid for nodeid in nodeids if units[nodeid] in conftest.MACHINE_UNITS.values()]
-    interleaved = [nodeid for nodeid in nodeids if units[nodeid] == conftest.INTERLEAVED_MACHINE_UNIT]
-    assert nodeids[: len(machine_tests)] == machine_tests and machine_tests[-len(interleaved) :] == interleaved
+    # The machines' tests before every other test: the origin machine's, the engine machine's (the
+    # last family, the kubernetes provider), the interleaved machine's (after_the_build) last.
+    machines = [
+        [nodeid for nodeid in nodeids if units[nodeid] == unit]
+        for unit in (conftest.ORIGIN_MACHINE_UNIT, conftest.ENGINE_MACHINE_UNIT, conftest.INTERLEAVED_MACHINE_UNIT)
+    ]
+    assert nodeids[: sum(map(len, machines))] == [nodeid for machine in machines for nodeid in machine]
     # Each worker starts with its machine's tests, in order: nothing runs beside the build but them.
     for unit, [name] in machine_workers.items():
         mine = [n for n in nodeids if units[n] == unit]

@@ -9,10 +9,9 @@ The stack is applied by the REAL Pulumi engine (`pulumi up` / `destroy` of this 
 program through the built CLI, language host and plugin cache: tests/realengine/engine.py). The
 kubelets are the REAL kubelet (built by `make tools`), standalone, with anonymous access
 to their own ports so the tests read what each runs with (tests/integration/realkubelet.py).
-The scenarios build on each other in file order on the twin machine (the origin machine's shape:
-tests/testhost/fixtures.py): preflight, apply, checks (a hostNetwork static pod of each kubelet;
-a container started through ctr as a CNI agent's), re-apply, live change, mode change to host and
-back, destroy. A reboot in namespace mode is the real cluster's
+The scenarios build on each other in file order on the shared origin machine: preflight,
+apply, checks (a hostNetwork static pod of each kubelet; a container started through ctr as a
+CNI agent's), re-apply, live change, mode change to host and back, destroy. A reboot in namespace mode is the real cluster's
 (test_real_cluster.py): the namespaces rebuilt before the runtimes, real pods and kube-proxy back.
 """
 
@@ -155,11 +154,11 @@ STATIC_PODS = "/etc/numa-kubelets-test/namespace-static-pods"
 
 
 @pytest.fixture(scope="module")
-def namespaced(twin_host, twin_kubelet, tmp_path_factory):
-    view = HostView(twin_host)
+def namespaced(numa_host, origin_kubelet, tmp_path_factory):
+    view = HostView(numa_host)
     parent = parent_interface(view)
     engine = project_engine(tmp_path_factory.mktemp("namespace-mode"), "namespaces")
-    config = namespace_stack(twin_host, parent)
+    config = namespace_stack(numa_host, parent)
     config["kubeletConfig"] = {"staticPodPath": STATIC_PODS, **ANONYMOUS_ACCESS}
     view.sh(f"mkdir -p {STATIC_PODS}")
     state = {
@@ -168,7 +167,7 @@ def namespaced(twin_host, twin_kubelet, tmp_path_factory):
         "parent": parent,
         "config": config,
         "before": snapshot(view, parent),
-        "ticker": SshTicker(twin_host),
+        "ticker": SshTicker(numa_host),
     }
     yield state
     state["ticker"].stop()
@@ -177,7 +176,7 @@ def namespaced(twin_host, twin_kubelet, tmp_path_factory):
     view.sh("rm -rf /etc/numa-kubelets-test")
 
 
-def test_preflight_reports_a_missing_parent_and_an_address_already_on_the_lan(twin_host, namespaced, tmp_path):
+def test_preflight_reports_a_missing_parent_and_an_address_already_on_the_lan(numa_host, namespaced, tmp_path):
     config = copy.deepcopy(namespaced["config"])
     config["hosts"][0]["network"]["parent"] = "nosuch0"
     config["hosts"][0]["kubelets"][1]["address"] = "10.0.2.3/24"  # qemu's DNS address: answers ARP

@@ -1,5 +1,6 @@
-"""The program under the REAL Pulumi engine on the emulated twin machine (the origin machine's topology
-and drives: tests/testhost/fixtures.py), joined to the session's REAL control plane: `pulumi preview` / `up` / `refresh` / `destroy` of this repository's program
+"""The program under the REAL Pulumi engine on an emulated machine of the origin machine's shape (the
+engine machine: its topology and drives, booted for this module), joined to the session's REAL
+control plane: `pulumi preview` / `up` / `refresh` / `destroy` of this repository's program
 through the built CLI, its Python language host and the plugin cache of `make tools` (the
 kubernetes provider itself, the conformant doubles of pulumi-command and pulumi-random).
 
@@ -21,6 +22,7 @@ import copy
 import json
 import shlex
 import signal
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -30,7 +32,7 @@ from kubernetes.client.exceptions import ApiException
 
 from tests import realtools
 from tests.integration.hostcheck import HostView
-from tests.integration.realkubelet import kubelet_journal, wait_for
+from tests.integration.realkubelet import install_built_program, kubelet_journal, wait_for
 from tests.integration.test_network_namespaces import snapshot
 from tests.integration.test_real_cluster import running_container_id  # (the same demo namespace)
 from tests.polling import Polling
@@ -46,8 +48,10 @@ from tests.realengine.demo import (
 )
 from tests.realengine.engine import UpdateFailed
 from tests.realengine.relay import SshRelay
+from tests.testhost.fixtures import ORIGIN_PCI, BootTestHost
 from tests.testhost.host import TestHost
 from tests.testhost.pci import pci_devices
+from tests.testhost.topology import ORIGIN
 from tests.timings import TIMINGS
 
 # The last family it needs: the kubernetes provider comes after the CLI and the doubles.
@@ -67,28 +71,35 @@ NVME = "0x010802"  # the PCI class of an NVMe controller
 
 
 @pytest.fixture(scope="module")
-def engine_programs() -> None:
-    """The engine and its providers built, before the twin machine is taken for the module (and
-    power-cycled if its vCPU threads no longer fit what runs beside it by then)."""
+def engine_machine(boot_testhost: BootTestHost) -> Iterator[TestHost]:
+    """A machine of the origin machine's shape (ORIGIN, ORIGIN_PCI) for this module alone, with the
+    built kubelet, booted once the engine and its providers are built. Not the origin machine: its
+    modules before the real cluster's are the run's longest chain (tests/conftest.py), and these
+    scenarios start from a machine as its image made it, which a fresh boot is. Stopped at the
+    module's end, as nothing after it needs it."""
     realtools.require("pulumi", "pulumi-language-python")
     for plugin in ("command", "random", "kubernetes"):
         realtools.require_plugin(plugin, realtools.pins()[f"pulumi-{plugin}"])
+    host = boot_testhost(ORIGIN, pci=ORIGIN_PCI)
+    install_built_program(HostView(host))
+    yield host
+    host.shutdown()
 
 
 @pytest.fixture(scope="module")
-def deployed(engine_programs, twin_kubelet, twin_host: TestHost, control_plane: ControlPlane, tmp_path_factory):
+def deployed(engine_machine: TestHost, control_plane: ControlPlane, tmp_path_factory):
     directory = tmp_path_factory.mktemp("real-engine")
     project = realtools.copy_project(directory / "numa-kubelets")
     demo = DemoStack(project, directory / "state", None, control_plane.admin_kubeconfig)
-    view = HostView(twin_host)
-    parent = parent_interface(twin_host)
+    view = HostView(engine_machine)
+    parent = parent_interface(engine_machine)
     # The stack reaches the host through a relay the SSH scenario cuts; the tests reach it directly.
-    relay = SshRelay(twin_host.port)
+    relay = SshRelay(engine_machine.port)
     relay.start()
-    config = demo_stack_config(twin_host, parent, control_plane)
+    config = demo_stack_config(engine_machine, parent, control_plane)
     config["hosts"][0]["sshPort"] = relay.port
     state: dict[str, Any] = {
-        "host": twin_host,
+        "host": engine_machine,
         "view": view,
         "demo": demo,
         "core": demo.core,

@@ -168,45 +168,24 @@ def session_origin_machine(boot_testhost: BootTestHost) -> TestHost:
     return boot_testhost(ORIGIN, pci=ORIGIN_PCI, ssh_port=ORIGIN_SSH_PORT)
 
 
-@pytest.fixture(scope="session")
-def session_twin_machine(boot_testhost: BootTestHost) -> TestHost:
-    """A second machine of the origin machine's shape (ORIGIN, ORIGIN_PCI; SSH on a free port),
-    shared by the modules of its own test worker (tests/conftest.py): their scenarios need nothing
-    of the origin machine's state, and beside it they shorten its chain of modules, the run's
-    longest."""
-    return boot_testhost(ORIGIN, pci=ORIGIN_PCI)
-
-
-# How many modules each session machine (by its work directory) has served so far.
-MODULES_SERVED = pytest.StashKey[dict[str, int]]()
-
-
-def machine_for_module(machine: TestHost, request: pytest.FixtureRequest) -> TestHost:
-    """A session machine for a module, power-cycled first when its vCPUs' threads no longer fit the
-    work beside it: booted (or last rebooted) in one host thread beside the build or another machine
-    that has ended since, it runs the module with a thread per vCPU, which alone does the same guest
-    work in about two thirds of the time (host.boot). A module starts from a host its last module
-    cleaned up, so nothing of the module's is lost in the power cycle. Not for the machine's first
-    module: its boot has just chosen (boots_beside_other_work), counting the other test workers'
-    machines that may not be up yet."""
-    served = request.session.stash.setdefault(MODULES_SERVED, {})
-    key = str(machine.workdir)
-    if served.get(key, 0) and not machine.vcpu_threads_fit():
-        machine.reboot()
-    served[key] = served.get(key, 0) + 1
-    return machine
+# How many modules the session's origin machine has served so far.
+MODULES_SERVED = pytest.StashKey[int]()
 
 
 @pytest.fixture(scope="module")
 def numa_host(session_origin_machine: TestHost, request: pytest.FixtureRequest) -> TestHost:
-    """The session's origin machine for a module (machine_for_module)."""
-    return machine_for_module(session_origin_machine, request)
-
-
-@pytest.fixture(scope="module")
-def twin_host(session_twin_machine: TestHost, request: pytest.FixtureRequest) -> TestHost:
-    """The session's twin machine for a module (machine_for_module)."""
-    return machine_for_module(session_twin_machine, request)
+    """The session's origin machine for a module, power-cycled first when its vCPUs' threads no
+    longer fit the work beside it: booted (or last rebooted) in one host thread beside the build or
+    another machine that has ended since, it runs the module with a thread per vCPU, which alone
+    does the same guest work in about two thirds of the time (host.boot). A module starts from a
+    host its last module cleaned up, so nothing of the module's is lost in the power cycle. Not
+    for the first module: its boot has just chosen (boots_beside_other_work), counting the other
+    test worker's machine that may not be up yet."""
+    served = request.session.stash.get(MODULES_SERVED, 0)
+    if served and not session_origin_machine.vcpu_threads_fit():
+        session_origin_machine.reboot()
+    request.session.stash[MODULES_SERVED] = served + 1
+    return session_origin_machine
 
 
 # The test host OSes the standalone real-kubelet scenarios run on (test_real_kubelet.py, each on a
