@@ -74,9 +74,9 @@ NVME = "0x010802"  # the PCI class of an NVMe controller
 def engine_machine(boot_testhost: BootTestHost) -> Iterator[TestHost]:
     """A machine of the origin machine's shape (ORIGIN, ORIGIN_PCI) for this module alone, with the
     built kubelet, booted once the engine and its providers are built. Not the origin machine: its
-    modules before the real cluster's are the run's longest chain (tests/conftest.py), and these
-    scenarios start from a machine as its image made it, which a fresh boot is. Stopped at the
-    module's end, as nothing after it needs it."""
+    chain of modules is the run's longest (tests/conftest.py), and these scenarios need only a
+    machine as its image made it, which a fresh boot is. Stopped at the module's end, as nothing
+    after it needs it."""
     realtools.require("pulumi", "pulumi-language-python")
     for plugin in ("command", "random", "kubernetes"):
         realtools.require_plugin(plugin, realtools.pins()[f"pulumi-{plugin}"])
