@@ -42,22 +42,17 @@ settings.load_profile("numa-kubelets")
 _seconds_per_tier: defaultdict[str, float] = defaultdict(float)
 _figures = timings.Summary()
 
-# tests/run.sh runs the tests in three pytest-xdist workers (NUMA_KUBELETS_TEST_WORKERS, default 3).
+# tests/run.sh runs the tests in two pytest-xdist workers (NUMA_KUBELETS_TEST_WORKERS, default 2).
 # Each emulated machine's modules go, as one unit and in order, to one worker: they build on the
-# machine's state and share its session fixture. The three machines run at once, one per worker:
-# the origin machine's chain (smoke, Quick start, lifecycle, namespaces, real cluster) is the run's
-# longest, so the real engine's scenarios, which need nothing of its state, run on a machine of the
-# same shape of their own (the engine machine), beside the real cluster, once the kubernetes
-# provider is built; the interleaved machine once the whole build is done. (Not the namespace
-# scenarios too: on a second machine from the kubelet's end they took the CPU the build's later
-# families needed, and those gate two machines: docs/testing.md.) Every other module,
-# whole or in the runs the build order splits it into, goes to whichever worker is free, after the
-# machines' (pytest_collection_modifyitems). The control plane is a session fixture: each worker
-# that needs it starts its own. xdist's scheduler sees only test ids: the modules are named here,
-# and the collection fails when a test boots a machine outside them.
+# machine's state and share its session fixture. The two machines run at once, one per worker
+# (measured warm: the namespace scenarios took 23 minutes beside the interleaved machine's module,
+# 18 without it; that module 22, 12 alone: 45 minutes of guests in 23). Every other module, whole or
+# in the runs the build order splits it into, goes to whichever worker is free, after the machines'
+# (pytest_collection_modifyitems). The control plane is a session fixture: each worker that needs
+# it starts its own. xdist's scheduler sees only test ids: the modules are
+# named here, and the collection fails when a test boots a machine outside them.
 ORIGIN_MACHINE_UNIT = "the origin machine"
 INTERLEAVED_MACHINE_UNIT = "the interleaved machine"
-ENGINE_MACHINE_UNIT = "the engine machine"
 MACHINE_UNITS = {
     **{
         f"tests/integration/{name}.py": ORIGIN_MACHINE_UNIT
@@ -66,9 +61,9 @@ MACHINE_UNITS = {
             "test_lifecycle",
             "test_network_namespaces",
             "test_real_cluster",
+            "test_real_engine",
         )
     },
-    "tests/integration/test_real_engine.py": ENGINE_MACHINE_UNIT,
     "tests/e2e/test_quick_start.py": ORIGIN_MACHINE_UNIT,
     "tests/integration/test_real_kubelet.py": INTERLEAVED_MACHINE_UNIT,
 }
@@ -154,9 +149,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The emulated machines' tests first, in the order tools/build.sh builds the families they
     need (under tests/run.sh the build runs beside them), then every other test, the last families
     first. On 2 cores everything beside the build takes CPU it needs: the host-side tests, run
-    before the kubelet was built, delayed it, and the machines' scenarios with it, which wait for
-    it; at the end the machines' last scenarios leave CPU idle (waits on the kubelets' periods),
-    where the host-side tests now run. Their last families first: a worker whose machine is done takes
+    before the kubelet was built, delayed it, and the origin machine's scenarios with it, which wait
+    for it; after the build the origin machine runs alone at the end and leaves a core idle, where
+    the host-side tests now run. Their last families first: a worker whose machine is done takes
     the next unit left, and the ones left at the end are then quick (no family: unit tests)."""
 
     def rank(item: pytest.Item) -> int:

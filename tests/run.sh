@@ -21,10 +21,10 @@ bash tools/build-in-background.sh || exit
 build_group=$(cat .tools/build.pid)
 trap 'kill -- -"$build_group" 2>/dev/null' EXIT
 
-# Three pytest-xdist workers (NUMA_KUBELETS_TEST_WORKERS=0: one process). tests/conftest.py says
-# what goes where: each emulated machine's modules in one worker, in order (the origin machine, the
-# engine machine and the interleaved machine, one per worker); every other module to whichever is free.
-workers=${NUMA_KUBELETS_TEST_WORKERS:-3}
+# Two pytest-xdist workers (NUMA_KUBELETS_TEST_WORKERS=0: one process). tests/conftest.py says
+# what goes where: each emulated machine's modules in one worker, in order, the origin machine in
+# one and the interleaved machine beside it in the other; every other module to whichever is free.
+workers=${NUMA_KUBELETS_TEST_WORKERS:-2}
 # A worker that dies fails the run at once: xdist's replacement of it can wait for good (seen: the
 # replacement held its module's last test, which xdist sends only with more work or a shutdown).
 parallel=(-n "$workers" --max-worker-restart 0)

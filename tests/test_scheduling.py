@@ -1,6 +1,6 @@
-"""How three workers share the tests (tests/conftest.py, tests/run.sh): xdist's own scheduler, fed
-this repository's real collection, hands each emulated machine's modules to one worker as one unit
-in collection order, the three machines to different workers, first, and every other module's
+"""How two workers share the tests (tests/conftest.py, tests/run.sh): xdist's own scheduler, fed this
+repository's real collection, hands each emulated machine's modules to one worker as one unit in
+collection order, the two machines to different workers, first, and every other module's
 contiguous runs each whole to one worker after them."""
 
 from __future__ import annotations
@@ -45,17 +45,12 @@ def collected_ids() -> list[str]:
     return [line for line in listing.splitlines() if "::" in line]
 
 
-WORKERS = 3  # tests/run.sh's default
-
-
-def run_on_workers(nodeids: list[str]) -> dict[str, list[str]]:
+def run_on_two_workers(nodeids: list[str]) -> dict[str, list[str]]:
     """The order each worker runs the tests in, a guest's test taking a hundred times as long as
     any other (as a booted machine's scenario does to a unit test)."""
-    config = SimpleNamespace(
-        getvalue=lambda name: [f"{WORKERS}*popen"] if name == "tx" else None, option=SimpleNamespace()
-    )
+    config = SimpleNamespace(getvalue=lambda name: ["2*popen"] if name == "tx" else None, option=SimpleNamespace())
     scheduler = conftest.pytest_xdist_make_scheduler(config, log=Producer("test", enabled=False))
-    workers = [Worker(f"gw{number}") for number in range(WORKERS)]
+    workers = [Worker("gw0"), Worker("gw1")]
     for worker in workers:
         scheduler.add_node(worker)
     for worker in workers:
@@ -74,7 +69,7 @@ def run_on_workers(nodeids: list[str]) -> dict[str, list[str]]:
 
 def test_each_machine_runs_on_its_own_worker_in_order_and_every_other_run_whole():
     nodeids = collected_ids()
-    ran = run_on_workers(nodeids)
+    ran = run_on_two_workers(nodeids)
     assert sorted(nodeid for tests in ran.values() for nodeid in tests) == sorted(nodeids)
     units = conftest.work_units(nodeids)
     assert {
@@ -86,14 +81,11 @@ def test_each_machine_runs_on_its_own_worker_in_order_and_every_other_run_whole(
             worker_of_unit.setdefault(units[nodeid], set()).add(name)
     assert {unit: names for unit, names in worker_of_unit.items() if len(names) > 1} == {}
     machine_workers = {unit: names for unit, names in worker_of_unit.items() if unit in conftest.MACHINE_UNITS.values()}
-    assert len(machine_workers) == WORKERS and set.union(*machine_workers.values()) == set(ran)
-    # The machines' tests before every other test: the origin machine's, the engine machine's (the
-    # last family, the kubernetes provider), the interleaved machine's (after_the_build) last.
-    machines = [
-        [nodeid for nodeid in nodeids if units[nodeid] == unit]
-        for unit in (conftest.ORIGIN_MACHINE_UNIT, conftest.ENGINE_MACHINE_UNIT, conftest.INTERLEAVED_MACHINE_UNIT)
-    ]
-    assert nodeids[: sum(map(len, machines))] == [nodeid for machine in machines for nodeid in machine]
+    assert len(machine_workers) == 2 and set.union(*machine_workers.values()) == set(ran)
+    # The machines' tests before every other test, the interleaved machine's (after_the_build) last of them.
+    origin = [nodeid for nodeid in nodeids if units[nodeid] == conftest.ORIGIN_MACHINE_UNIT]
+    interleaved = [nodeid for nodeid in nodeids if units[nodeid] == conftest.INTERLEAVED_MACHINE_UNIT]
+    assert nodeids[: len(origin) + len(interleaved)] == origin + interleaved
     # Each worker starts with its machine's tests, in order: nothing runs beside the build but them.
     for unit, [name] in machine_workers.items():
         mine = [n for n in nodeids if units[n] == unit]

@@ -1,7 +1,7 @@
 """Figures a test run prints at its end: how long the emulated hosts' steps took (`Stopwatch`),
 and how long the tests waited for tools/build.sh (tests/realtools.py WAITED).
 
-Under `make test` the tests run in three pytest-xdist workers, and the process that prints the
+Under `make test` the tests run in two pytest-xdist workers, and the process that prints the
 summary (xdist's controller) never sees a worker's module globals. So each test's figures ride
 on its last report (`user_properties`), and the summary is made from the reports alone: the
 same path with or without workers.

@@ -1,6 +1,5 @@
-"""The program under the REAL Pulumi engine on an emulated machine of the origin machine's shape (the
-engine machine: its topology and drives, booted for this module), joined to the session's REAL
-control plane: `pulumi preview` / `up` / `refresh` / `destroy` of this repository's program
+"""The program under the REAL Pulumi engine on the emulated origin machine, joined to the session's
+REAL control plane: `pulumi preview` / `up` / `refresh` / `destroy` of this repository's program
 through the built CLI, its Python language host and the plugin cache of `make tools` (the
 kubernetes provider itself, the conformant doubles of pulumi-command and pulumi-random).
 
@@ -22,7 +21,6 @@ import copy
 import json
 import shlex
 import signal
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -32,7 +30,7 @@ from kubernetes.client.exceptions import ApiException
 
 from tests import realtools
 from tests.integration.hostcheck import HostView
-from tests.integration.realkubelet import install_built_program, kubelet_journal, wait_for
+from tests.integration.realkubelet import kubelet_journal, wait_for
 from tests.integration.test_network_namespaces import snapshot
 from tests.integration.test_real_cluster import running_container_id  # (the same demo namespace)
 from tests.polling import Polling
@@ -48,10 +46,7 @@ from tests.realengine.demo import (
 )
 from tests.realengine.engine import UpdateFailed
 from tests.realengine.relay import SshRelay
-from tests.testhost.fixtures import ORIGIN_PCI, BootTestHost
-from tests.testhost.host import TestHost
 from tests.testhost.pci import pci_devices
-from tests.testhost.topology import ORIGIN
 from tests.timings import TIMINGS
 
 # The last family it needs: the kubernetes provider comes after the CLI and the doubles.
@@ -71,35 +66,22 @@ NVME = "0x010802"  # the PCI class of an NVMe controller
 
 
 @pytest.fixture(scope="module")
-def engine_machine(boot_testhost: BootTestHost) -> Iterator[TestHost]:
-    """A machine of the origin machine's shape (ORIGIN, ORIGIN_PCI) for this module alone, with the
-    built kubelet, booted once the engine and its providers are built. Not the origin machine: its
-    chain of modules is the run's longest (tests/conftest.py), and these scenarios need only a
-    machine as its image made it, which a fresh boot is. Stopped at the module's end, as nothing
-    after it needs it."""
+def deployed(numa_host, origin_kubelet, control_plane: ControlPlane, tmp_path_factory):
     realtools.require("pulumi", "pulumi-language-python")
     for plugin in ("command", "random", "kubernetes"):
         realtools.require_plugin(plugin, realtools.pins()[f"pulumi-{plugin}"])
-    host = boot_testhost(ORIGIN, pci=ORIGIN_PCI)
-    install_built_program(HostView(host))
-    yield host
-    host.shutdown()
-
-
-@pytest.fixture(scope="module")
-def deployed(engine_machine: TestHost, control_plane: ControlPlane, tmp_path_factory):
     directory = tmp_path_factory.mktemp("real-engine")
     project = realtools.copy_project(directory / "numa-kubelets")
     demo = DemoStack(project, directory / "state", None, control_plane.admin_kubeconfig)
-    view = HostView(engine_machine)
-    parent = parent_interface(engine_machine)
+    view = HostView(numa_host)
+    parent = parent_interface(numa_host)
     # The stack reaches the host through a relay the SSH scenario cuts; the tests reach it directly.
-    relay = SshRelay(engine_machine.port)
+    relay = SshRelay(numa_host.port)
     relay.start()
-    config = demo_stack_config(engine_machine, parent, control_plane)
+    config = demo_stack_config(numa_host, parent, control_plane)
     config["hosts"][0]["sshPort"] = relay.port
     state: dict[str, Any] = {
-        "host": engine_machine,
+        "host": numa_host,
         "view": view,
         "demo": demo,
         "core": demo.core,

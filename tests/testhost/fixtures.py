@@ -49,8 +49,8 @@ def beside_other_work(own: Iterable[TestHost] = ()) -> bool:
 
 
 def boots_beside_other_work(own: Iterable[TestHost] = ()) -> bool:
-    """beside_other_work() for a first boot, and when the session runs in several test workers (tests/run.sh,
-    tests/conftest.py): another worker's machine may be booting at this moment, not yet running."""
+    """beside_other_work() for a first boot, and when the session runs in two test workers (tests/run.sh,
+    tests/conftest.py): the other worker's machine may be booting at this moment, not yet running."""
     return int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1 or beside_other_work(own)
 
 
