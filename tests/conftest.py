@@ -46,7 +46,9 @@ _figures = timings.Summary()
 # Each emulated machine's modules go, as one unit and in order, to one worker: they build on the
 # machine's state and share its session fixture. The two machines run at once, one per worker
 # (measured warm: the namespace scenarios took 23 minutes beside the interleaved machine's module,
-# 18 without it; that module 22, 12 alone: 45 minutes of guests in 23). Every other module, whole or
+# 18 without it; that module 22, 12 alone: 45 minutes of guests in 23). Not three machines at once:
+# each then got two thirds of a core, lived longer and cost more in all, and a starved guest's
+# containerd missed a deadline (a cold run of 90 minutes, docs/testing.md). Every other module, whole or
 # in the runs the build order splits it into, goes to whichever worker is free, after the machines'
 # (pytest_collection_modifyitems). The control plane is a session fixture: each worker that needs
 # it starts its own. xdist's scheduler sees only test ids: the modules are
